@@ -1,0 +1,5 @@
+import sys
+
+from zbsolve.cli import main
+
+sys.exit(main())

@@ -1,0 +1,68 @@
+"""Registry of hand-made schedules: which placements each fits, and its timed schedule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from zbsolve.errors import UsageError
+from zbsolve.ops import OpGraph
+from zbsolve.problem import Problem
+from zbsolve.schedule import Schedule
+from zbsolve.simulator import simulate
+
+from . import single
+
+
+def _needs_single(problem: Problem) -> str | None:
+    if problem.placement != "single":
+        return f"needs the single placement (this problem is {problem.placement})"
+    return None
+
+
+def _needs_single_split(problem: Problem) -> str | None:
+    if problem.placement != "single":
+        return f"needs the single placement (this problem is {problem.placement})"
+    if not problem.split_backward:
+        return "needs split_backward (B and W as separate ops)"
+    return None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    title: str
+    build: Callable[[Problem], list]
+    refuses: Callable[[Problem], str | None]
+
+
+BASELINES: dict[str, Baseline] = {
+    b.name: b
+    for b in (
+        Baseline("gpipe", "GPipe", single.gpipe, _needs_single),
+        Baseline("1f1b", "1F1B", single.one_f_one_b, _needs_single),
+        Baseline("zb-h1", "ZB-H1", single.zb_h1, _needs_single_split),
+        Baseline("zb-h2", "ZB-H2", single.zb_h2, _needs_single_split),
+    )
+}
+
+
+def baseline_names() -> list[str]:
+    return list(BASELINES)
+
+
+def applicable(problem: Problem) -> list[str]:
+    """Names of the baselines that fit the problem's placement and options."""
+    return [name for name, b in BASELINES.items() if b.refuses(problem) is None]
+
+
+def run_baseline(name: str, problem: Problem, graph: OpGraph | None = None) -> Schedule:
+    """The named hand-made schedule, timed by the simulator; UsageError if it does not fit."""
+    key = name.strip().lower()
+    if key not in BASELINES:
+        raise UsageError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
+    baseline = BASELINES[key]
+    reason = baseline.refuses(problem)
+    if reason:
+        raise UsageError(f"baseline {key} does not fit this problem: it {reason}")
+    return simulate(graph or OpGraph(problem), baseline.build(problem), key)

@@ -1,0 +1,57 @@
+"""`zbsolve` command line. Exit codes: 0 success; 1 the schedule or problem is invalid or
+infeasible, or no schedule was found; 2 usage error (bad option, value or input file);
+130 interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from zbsolve.errors import ZbsolveError
+
+from . import commands
+
+EXIT_CODES = """exit codes:
+  0    success
+  1    the schedule or problem is invalid or infeasible, or no schedule was found
+  2    usage error: a bad option, value or input file
+  130  interrupted (Ctrl-C or SIGTERM)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line (no usage dump)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"zbsolve {self.prog.split()[-1]}: error: {message} (see --help)\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="zbsolve",
+        description="Find the best pipeline-parallel schedule for your costs, prove how good it "
+        "is, and compare it with 1F1B and the hand-made schedules.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.register(sub, EXIT_CODES)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args)
+    except ZbsolveError as error:
+        sys.stderr.write(f"zbsolve {args.command}: error: {error}\n")
+        return error.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"zbsolve {args.command}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,145 @@
+"""Sub-commands: each one parses its options, calls the library, prints or writes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from zbsolve.baselines import BASELINES, applicable, run_baseline
+from zbsolve.errors import UsageError, ValidationError
+from zbsolve.export.chrome_trace import write_chrome_trace
+from zbsolve.export.torch_csv import write_torch_csv
+from zbsolve.files import check_writable
+from zbsolve.ops import OpGraph
+from zbsolve.problem import Problem
+from zbsolve.reference import one_f_one_b_reference
+from zbsolve.schedule import Schedule
+from zbsolve.schedule_file import read_schedule, write_schedule
+from zbsolve.validate import validate
+
+from .options import add_problem_options, problem_from_args
+from .table import comparison_table
+
+
+def describe_problem(problem: Problem) -> str:
+    costs = problem.stage_costs
+    uniform = all(c == costs[0] for c in costs)
+    c = costs[0]
+    cost_text = (
+        f"F={c.F:g} B={c.B:g} W={c.W:g} activation={c.activation:g} residual={c.residual:g} per stage"
+        if uniform else f"{len(costs)} per-stage cost records"
+    )
+    if problem.memory_limit is None:
+        memory = "memory unlimited"
+    else:
+        limit = max(problem.memory_limit)
+        memory = f"memory limit {limit:g} ({limit / problem.memory_unit():.3g}x U, U={problem.memory_unit():g})"
+    overlap = "" if problem.fb_overlap is None else f", F&B overlap {problem.fb_overlap:g}"
+    return (
+        f"P={problem.devices} M={problem.microbatches} placement {problem.placement}, {cost_text}, "
+        f"comm {problem.comm:g} {problem.time_unit}, {memory}{overlap}, objective {problem.objective}"
+        + ("" if problem.split_backward else ", backward fused")
+    )
+
+
+def _write_outputs(schedule: Schedule, args: argparse.Namespace) -> None:
+    validate(schedule)
+    if getattr(args, "output", None):
+        write_schedule(schedule, args.output)
+        print(f"wrote {args.output}")
+    if getattr(args, "torch_csv", None):
+        write_torch_csv(schedule, args.torch_csv)
+        print(f"wrote {args.torch_csv}")
+
+
+def _check_output_paths(args: argparse.Namespace) -> None:
+    for name in ("output", "torch_csv", "plot"):
+        if getattr(args, name, None):
+            check_writable(getattr(args, name))
+
+
+def run_baseline_command(args: argparse.Namespace) -> int:
+    _check_output_paths(args)
+    problem = problem_from_args(args)
+    schedule = run_baseline(args.name, problem)
+    reference = one_f_one_b_reference(problem)
+    print(describe_problem(problem))
+    print(comparison_table([schedule], reference))
+    _write_outputs(schedule, args)
+    return 0
+
+
+def baseline_rows(problem: Problem) -> list[Schedule]:
+    graph = OpGraph(problem)
+    return [run_baseline(name, problem, graph) for name in applicable(problem)]
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    problem = problem_from_args(args)
+    reference = one_f_one_b_reference(problem)
+    rows = baseline_rows(problem)
+    if problem.placement != "single":
+        rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
+    print(describe_problem(problem))
+    print(comparison_table(rows, reference))
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    schedule = read_schedule(args.file)
+    try:
+        validate(schedule)
+    except ValidationError as error:
+        print(f"{args.file}: INVALID: {error}", file=sys.stderr)
+        return 1
+    m = schedule.metrics
+    print(
+        f"{args.file}: valid {schedule.name} schedule ({schedule.solver.status}): makespan {m.makespan:g} "
+        f"{schedule.problem.time_unit}, bubble {100 * m.bubble_rate:.2f}%, span bubble "
+        f"{100 * m.span_bubble_rate:.2f}%, peak memory {m.peak_memory_x:.3f}x U"
+    )
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    check_writable(args.output)
+    schedule = read_schedule(args.file)
+    validate(schedule)
+    if args.format == "torch-csv":
+        write_torch_csv(schedule, args.output)
+    else:
+        write_chrome_trace(schedule, args.output)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
+    def command(name: str, help_text: str, run) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help_text, description=help_text, epilog=exit_codes,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+        parser.set_defaults(run=run)
+        return parser
+
+    from .solve import register_solve
+
+    register_solve(command)
+
+    p = command("baseline", "time one hand-made schedule on your problem", run_baseline_command)
+    p.add_argument("name", help=f"one of: {', '.join(BASELINES)}")
+    add_problem_options(p)
+    p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
+    p.add_argument("--torch-csv", metavar="FILE", help="write the PyTorch pipelining compute_only CSV")
+
+    p = command("compare", "every applicable hand-made schedule in one table, with 1F1B as reference", run_compare)
+    add_problem_options(p)
+
+    p = command("validate", "check a schedule file independently; names the first violated op", run_validate)
+    p.add_argument("file")
+
+    p = command("export", "convert a schedule file to another tool's format", run_export)
+    p.add_argument("file")
+    p.add_argument("--format", required=True, choices=("torch-csv", "chrome-trace"))
+    p.add_argument("-o", "--output", required=True, metavar="FILE")
+
+
+__all__ = ["register", "UsageError"]

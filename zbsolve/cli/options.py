@@ -1,0 +1,72 @@
+"""Problem options shared by `solve`, `baseline` and `compare` (DESIGN §10)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import replace
+
+from zbsolve.errors import UsageError
+from zbsolve.placements import MEMORY_HELP, PLACEMENT_HELP, build_problem
+from zbsolve.problem import OBJECTIVES, Problem, StageCost
+from zbsolve.profiles import load_profile
+
+
+def add_problem_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("problem")
+    group.add_argument("--stages", "-p", type=int, metavar="P",
+                       help="pipeline-parallel degree: number of ranks (the papers' p)")
+    group.add_argument("--microbatches", "-m", type=int, metavar="M", help="microbatches per step")
+    group.add_argument("--placement", default="single", help=f"{PLACEMENT_HELP} (default single)")
+    group.add_argument("--profile", metavar="FILE", help="cost profile JSON (see models/); flags below win")
+    group.add_argument("--F", type=float, metavar="T", help="forward time per rank-stage (default 1)")
+    group.add_argument("--B", type=float, metavar="T", help="input-gradient backward time (default 1)")
+    group.add_argument("--W", type=float, metavar="T", help="weight-gradient backward time (default 1)")
+    group.add_argument("--comm", type=float, metavar="C", help="latency on cross-device edges (default 0)")
+    group.add_argument("--activation", type=float, metavar="A",
+                       help="memory one forward allocates per rank-stage (default 1)")
+    group.add_argument("--residual", type=float, metavar="R",
+                       help="memory held after B until W (default 0.5 x activation)")
+    group.add_argument("--fb-overlap", type=float, metavar="T",
+                       help="duration of an overlapped F&B pair (DualPipe); default: no overlap")
+    group.add_argument("--memory", metavar="LIMIT", help=f"per-device memory limit: {MEMORY_HELP} (default none)")
+    group.add_argument("--objective", default="makespan", choices=OBJECTIVES, help="what to minimise")
+    group.add_argument("--no-split-backward", action="store_true",
+                       help="keep backward fused (BW): no separate B and W ops")
+    group.add_argument("--time-unit", help="unit of all times (default: the profile's, else ms)")
+
+
+def _finite(name: str, value: float | None) -> None:
+    if value is not None and not math.isfinite(value):
+        raise UsageError(f"--{name} must be a finite number, got {value}")
+
+
+def problem_from_args(args: argparse.Namespace) -> Problem:
+    for name in ("F", "B", "W", "comm", "activation", "residual", "fb_overlap"):
+        _finite(name.replace("_", "-"), getattr(args, name))
+    profile = load_profile(args.profile) if args.profile else None
+    devices = args.stages if args.stages is not None else (profile.devices if profile else None)
+    microbatches = args.microbatches if args.microbatches is not None else (
+        profile.microbatches if profile else None)
+    if devices is None:
+        raise UsageError("--stages is required (or a --profile that names its devices)")
+    if microbatches is None:
+        raise UsageError("--microbatches is required (or a --profile that names its microbatches)")
+    if devices < 1:
+        raise UsageError(f"--stages must be >= 1, got {devices}")
+    if microbatches < 1:
+        raise UsageError(f"--microbatches must be >= 1, got {microbatches}")
+    base = profile.rank_costs(devices) if profile else [StageCost(1.0, 1.0, 1.0, 1.0, 0.5)] * devices
+    flags = {k: getattr(args, k) for k in ("F", "B", "W", "activation", "residual") if getattr(args, k) is not None}
+    if "activation" in flags and "residual" not in flags:
+        flags["residual"] = 0.5 * flags["activation"]
+    rank_costs = [replace(c, **flags) for c in base]
+    comm = args.comm if args.comm is not None else (profile.comm if profile and profile.comm is not None else 0.0)
+    memory = args.memory if args.memory is not None else (profile.memory if profile else None)
+    return build_problem(
+        devices, microbatches, rank_costs,
+        placement=args.placement, comm=comm, memory=memory,
+        split_backward=not args.no_split_backward, fb_overlap=args.fb_overlap,
+        objective=args.objective,
+        time_unit=args.time_unit or (profile.time_unit if profile else "ms"),
+    )

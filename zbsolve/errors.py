@@ -1,0 +1,51 @@
+"""One exception family for everything zbsolve refuses, so callers catch one base class."""
+
+
+class ZbsolveError(Exception):
+    """Base class of every error zbsolve raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(ZbsolveError):
+    """A value or option given by the user is out of range or malformed."""
+
+    exit_code = 2
+
+
+class ProblemError(UsageError):
+    """A problem definition field is invalid (the message names the field)."""
+
+
+class ProfileError(UsageError):
+    """A cost profile file is missing or malformed (the message names the key)."""
+
+
+class ScheduleFileError(ZbsolveError):
+    """A schedule file cannot be read: missing, truncated, wrong format or version."""
+
+
+class ScheduleError(ZbsolveError):
+    """A per-device op order that cannot run or does not describe the problem."""
+
+
+class ValidationError(ZbsolveError):
+    """A schedule breaks a rule of DESIGN §4 (the message names the op)."""
+
+
+class InfeasibleError(ZbsolveError):
+    """The problem has no schedule (for example a memory limit that is too small)."""
+
+
+class SolverError(ZbsolveError):
+    """A solver could not produce a schedule (nothing found in time, or it failed)."""
+
+
+class ExportError(ZbsolveError):
+    """A schedule cannot be expressed in the requested export format."""
+
+
+class OutputError(ZbsolveError):
+    """An output file cannot be written."""
+
+    exit_code = 2

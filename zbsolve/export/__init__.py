@@ -1,0 +1,1 @@
+"""Exporters: read a schedule object, write another tool's format."""

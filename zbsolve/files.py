@@ -1,0 +1,39 @@
+"""Atomic file writing shared by every command that writes output."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from zbsolve.errors import OutputError
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """Fail early, before any work, if `path` cannot be written."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise OutputError(f"cannot write {target}: it is a directory")
+    if not folder.is_dir():
+        raise OutputError(f"cannot write {target}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise OutputError(f"cannot write {target}: folder {folder} is not writable")
+    return target
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write via a temporary file in the same folder and a rename: never a partial file."""
+    target = check_writable(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except OSError as error:
+        raise OutputError(f"cannot write {target}: {error.strerror or error}") from None
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)

@@ -1,0 +1,178 @@
+"""Ops and the op graph derived once from a problem (DESIGN §4.1, §4.2, §4.3).
+
+Times and memory amounts are turned into integers on a decimal grid: the grid is the
+finest power of ten (at most 10^6 per unit) on which every given value is whole, so
+integer arithmetic on it is exact for inputs with up to six decimals. Values with more
+decimals are rounded to 10^-6 of their unit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from zbsolve.problem import Problem
+
+KINDS = ("F", "B", "W", "BW")
+MAX_GRID_DIGITS = 6
+
+
+@dataclass(frozen=True, order=True)
+class Op:
+    """One unit of work: `kind` of microbatch `microbatch` through `stage` of `pipe`.
+
+    Its text form `pipe.stage KIND microbatch` (e.g. `0.3BW5`) round-trips via `parse`.
+    """
+
+    kind: str
+    pipe: int
+    stage: int
+    microbatch: int
+
+    def __str__(self) -> str:
+        return f"{self.pipe}.{self.stage}{self.kind}{self.microbatch}"
+
+    def describe(self) -> str:
+        return f"{self.kind} pipe {self.pipe} stage {self.stage} microbatch {self.microbatch}"
+
+    @staticmethod
+    def parse(text: str) -> Op:
+        match = re.fullmatch(r"(\d+)\.(\d+)(BW|F|B|W)(\d+)", text.strip())
+        if not match:
+            raise ValueError(f"not an op: {text!r} (expected e.g. 0.3BW5)")
+        pipe, stage, kind, mb = match.groups()
+        return Op(kind, int(pipe), int(stage), int(mb))
+
+
+def grid_scale(values: Iterable[float]) -> int:
+    """Smallest 10^k (k <= 6) on which every value is a whole number."""
+    values = [float(v) for v in values]
+    for digits in range(MAX_GRID_DIGITS + 1):
+        scale = 10**digits
+        if all(abs(v * scale - round(v * scale)) <= 1e-9 * max(1.0, abs(v * scale)) for v in values):
+            return scale
+    return 10**MAX_GRID_DIGITS
+
+
+# An event another op can wait for: ("F" | "I", pipe, stage, microbatch); "I" is the
+# stage's input gradient, produced by its B or BW.
+Event = tuple[str, int, int, int]
+
+
+class OpGraph:
+    """Durations, dependencies and memory effects of every op of a problem, in ticks."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        costs = problem.stage_costs
+        time_values = [v for c in costs for v in (c.F, c.B, c.W)] + [problem.comm]
+        if problem.fb_overlap is not None:
+            time_values.append(problem.fb_overlap)
+        self.time_scale = grid_scale(time_values)
+        memory_values = [v for c in costs for v in (c.activation, c.residual)]
+        self.memory_scale = grid_scale(memory_values + list(problem.memory_limit or ()))
+        self.comm = self.ticks(problem.comm)
+        self.fb_overlap = None if problem.fb_overlap is None else self.ticks(problem.fb_overlap)
+        self._durations = [
+            {"F": self.ticks(c.F), "B": self.ticks(c.B), "W": self.ticks(c.W),
+             "BW": self.ticks(c.B) + self.ticks(c.W)}
+            for c in costs
+        ]
+        self._memory = [
+            (self.memory_ticks(c.activation), self.memory_ticks(c.residual)) for c in costs
+        ]
+        self.memory_limit = (
+            None if problem.memory_limit is None
+            else [math.floor(v * self.memory_scale + 1e-6) for v in problem.memory_limit]
+        )
+
+    def ticks(self, value: float) -> int:
+        return round(value * self.time_scale)
+
+    def memory_ticks(self, value: float) -> int:
+        return round(value * self.memory_scale)
+
+    def time(self, ticks: int) -> float:
+        return ticks / self.time_scale
+
+    def memory(self, ticks: int) -> float:
+        return ticks / self.memory_scale
+
+    # Structure
+
+    @cached_property
+    def stages_on_device(self) -> list[list[tuple[int, int]]]:
+        """(pipe, stage) pairs held by each device, in pipe then stage order."""
+        held: list[list[tuple[int, int]]] = [[] for _ in range(self.problem.devices)]
+        for q, pipe in enumerate(self.problem.pipes):
+            for k, stage in enumerate(pipe.stages):
+                held[stage.device].append((q, k))
+        return held
+
+    def device(self, op: Op) -> int:
+        return self.problem.pipes[op.pipe].stages[op.stage].device
+
+    def duration(self, op: Op) -> int:
+        return self._durations[self.problem.pipes[op.pipe].stages[op.stage].cost][op.kind]
+
+    def memory_effect(self, op: Op) -> tuple[int, int]:
+        """(amount allocated at the op's start, amount released at its end), in memory ticks."""
+        activation, residual = self._memory[self.problem.pipes[op.pipe].stages[op.stage].cost]
+        if op.kind == "F":
+            return activation, 0
+        if op.kind == "B":
+            return 0, activation - residual
+        if op.kind == "W":
+            return 0, residual
+        return 0, activation
+
+    def backward_kinds(self, split: bool | None = None) -> tuple[str, ...]:
+        split = self.problem.split_backward if split is None else split
+        return ("B", "W") if split else ("BW",)
+
+    def ops(self, split: bool | None = None) -> list[Op]:
+        """Every op of the problem with backward split into B and W (or fused as BW)."""
+        kinds = ("F",) + self.backward_kinds(split)
+        return [
+            Op(kind, q, k, i)
+            for q, pipe in enumerate(self.problem.pipes)
+            for k in range(len(pipe.stages))
+            for i in pipe.microbatches
+            for kind in kinds
+        ]
+
+    def hop(self, pipe: int, a: int, b: int) -> int:
+        """Comm delay between stages a and b of a pipe: zero when they share a device."""
+        stages = self.problem.pipes[pipe].stages
+        return 0 if stages[a].device == stages[b].device else self.comm
+
+    def produces(self, op: Op) -> Event | None:
+        if op.kind == "F":
+            return ("F", op.pipe, op.stage, op.microbatch)
+        if op.kind in ("B", "BW"):
+            return ("I", op.pipe, op.stage, op.microbatch)
+        return None
+
+    def requirements(self, op: Op) -> list[tuple[Event, int]]:
+        """Events the op waits for, each with the delay after it (DESIGN §4.1)."""
+        q, k, i = op.pipe, op.stage, op.microbatch
+        last = len(self.problem.pipes[q].stages) - 1
+        if op.kind == "F":
+            return [] if k == 0 else [(("F", q, k - 1, i), self.hop(q, k - 1, k))]
+        if op.kind == "W":
+            return [(("I", q, k, i), 0)]
+        if k == last:
+            return [(("F", q, k, i), 0)]
+        return [(("I", q, k + 1, i), self.hop(q, k + 1, k))]
+
+    def predecessors(self, op: Op, split: bool | None = None) -> list[tuple[Op, int]]:
+        """requirements() resolved to ops for a fixed choice of backward kinds (solvers)."""
+        split = self.problem.split_backward if split is None else split
+        result = []
+        for (event, q, k, i), delay in self.requirements(op):
+            kind = "F" if event == "F" else ("B" if split else "BW")
+            result.append((Op(kind, q, k, i), delay))
+        return result

@@ -1,0 +1,183 @@
+"""The problem as plain data (DESIGN §3): ranks, pipes of stages, costs, limits.
+
+Everything is checked when a Problem is built; a bad value raises ProblemError naming the
+field and the allowed range. Nothing here knows about ops, solvers or files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from zbsolve.errors import ProblemError
+
+OBJECTIVES = ("makespan", "span")
+
+
+def check_number(name: str, value: object, *, minimum: float = 0.0, strict: bool = False) -> float:
+    """Return value as a float, or raise ProblemError naming `name` and the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProblemError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ProblemError(f"{name} must be a finite number, got {value!r}")
+    if number < minimum or (strict and number == minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise ProblemError(f"{name} must be {bound}, got {value!r}")
+    return number
+
+
+def check_count(name: str, value: object, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProblemError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ProblemError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """Durations of one stage's ops and the memory its forward holds (DESIGN §3)."""
+
+    F: float
+    B: float
+    W: float
+    activation: float = 1.0
+    residual: float = 0.5
+
+    def checked(self, where: str) -> StageCost:
+        values = {k: check_number(f"{where}.{k}", getattr(self, k)) for k in ("F", "B", "W")}
+        activation = check_number(f"{where}.activation", self.activation)
+        residual = check_number(f"{where}.residual", self.residual)
+        if residual > activation:
+            raise ProblemError(
+                f"{where}.residual must be <= activation ({activation:g}), got {residual:g}"
+            )
+        if values["F"] + values["B"] + values["W"] == 0:
+            raise ProblemError(f"{where}: F + B + W must be > 0")
+        return StageCost(**values, activation=activation, residual=residual)
+
+    @property
+    def BW(self) -> float:  # noqa: N802 - the design's name for the fused backward
+        return self.B + self.W
+
+    def scaled(self, factor: float) -> StageCost:
+        return StageCost(
+            self.F * factor, self.B * factor, self.W * factor,
+            self.activation * factor, self.residual * factor,
+        )
+
+
+@dataclass(frozen=True)
+class Stage:
+    device: int
+    cost: int  # index into Problem.stage_costs
+
+
+@dataclass(frozen=True)
+class Pipe:
+    stages: tuple[Stage, ...]
+    microbatches: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A fully explicit problem. Build named placements with `zbsolve.placements`."""
+
+    devices: int
+    microbatches: int
+    stage_costs: tuple[StageCost, ...]
+    pipes: tuple[Pipe, ...]
+    comm: float = 0.0
+    memory_limit: tuple[float, ...] | None = None
+    split_backward: bool = True
+    fb_overlap: float | None = None
+    objective: str = "makespan"
+    time_unit: str = "ms"
+    placement: str = field(default="custom", compare=False)
+
+    def __post_init__(self) -> None:
+        check_count("devices", self.devices)
+        check_count("microbatches", self.microbatches)
+        if not self.stage_costs:
+            raise ProblemError("stage_costs must hold at least one cost record")
+        costs = tuple(c.checked(f"stage_costs[{i}]") for i, c in enumerate(self.stage_costs))
+        object.__setattr__(self, "stage_costs", costs)
+        object.__setattr__(self, "comm", check_number("comm", self.comm))
+        self._check_pipes()
+        if self.memory_limit is not None:
+            limits = tuple(self.memory_limit)
+            if len(limits) != self.devices:
+                raise ProblemError(
+                    f"memory_limit must give one value per device ({self.devices}), "
+                    f"got {len(limits)}"
+                )
+            limits = tuple(
+                check_number(f"memory_limit[{d}]", v, strict=True) for d, v in enumerate(limits)
+            )
+            object.__setattr__(self, "memory_limit", limits)
+        if self.fb_overlap is not None:
+            object.__setattr__(
+                self, "fb_overlap", check_number("fb_overlap", self.fb_overlap, strict=True)
+            )
+        if self.objective not in OBJECTIVES:
+            raise ProblemError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if not isinstance(self.split_backward, bool):
+            raise ProblemError(f"split_backward must be true or false, got {self.split_backward!r}")
+        if not isinstance(self.time_unit, str) or not self.time_unit:
+            raise ProblemError(f"time_unit must be a non-empty string, got {self.time_unit!r}")
+
+    def _check_pipes(self) -> None:
+        if not self.pipes:
+            raise ProblemError("pipes must hold at least one pipe")
+        seen: list[int] = []
+        for q, pipe in enumerate(self.pipes):
+            if not pipe.stages:
+                raise ProblemError(f"pipes[{q}].stages must not be empty")
+            for k, stage in enumerate(pipe.stages):
+                if not (isinstance(stage.device, int) and 0 <= stage.device < self.devices):
+                    raise ProblemError(
+                        f"pipes[{q}].stages[{k}].device must be in 0..{self.devices - 1}, "
+                        f"got {stage.device!r}"
+                    )
+                if not (isinstance(stage.cost, int) and 0 <= stage.cost < len(self.stage_costs)):
+                    raise ProblemError(
+                        f"pipes[{q}].stages[{k}].cost must index stage_costs "
+                        f"(0..{len(self.stage_costs) - 1}), got {stage.cost!r}"
+                    )
+            seen.extend(pipe.microbatches)
+        if sorted(seen) != list(range(self.microbatches)):
+            raise ProblemError(
+                f"pipes' microbatches must assign each id 0..{self.microbatches - 1} "
+                "to exactly one pipe"
+            )
+        used = {s.device for pipe in self.pipes for s in pipe.stages}
+        idle = sorted(set(range(self.devices)) - used)
+        if idle:
+            raise ProblemError(f"every device must hold a stage; device {idle[0]} holds none")
+
+    # Derived facts used by metrics, baselines and the CLI.
+
+    def cost(self, pipe: int, stage: int) -> StageCost:
+        return self.stage_costs[self.pipes[pipe].stages[stage].cost]
+
+    def device_of(self, pipe: int, stage: int) -> int:
+        return self.pipes[pipe].stages[stage].device
+
+    def activation_unit(self) -> float:
+        """A: the largest activation one microbatch of one pipe leaves on one device."""
+        largest = 0.0
+        for pipe in self.pipes:
+            per_device = [0.0] * self.devices
+            for stage in pipe.stages:
+                per_device[stage.device] += self.stage_costs[stage.cost].activation
+            largest = max(largest, *per_device)
+        return largest
+
+    def memory_unit(self) -> float:
+        """U = P x A, the `x` of memory limits (DESIGN §3)."""
+        return self.devices * self.activation_unit()
+
+    @property
+    def single_pipe(self) -> bool:
+        return len(self.pipes) == 1

@@ -1,0 +1,184 @@
+"""Solve a problem with an integer program (DESIGN §7) and return a validated schedule.
+
+The backend's per-device order is re-timed by the simulator with the exact costs, checked
+by the independent validator, and compared with the best hand-made schedule that fits
+the memory limit, which also serves as the warm start.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import replace
+
+from zbsolve.baselines import applicable, run_baseline
+from zbsolve.errors import InfeasibleError, SolverError, UsageError, ZbsolveError
+from zbsolve.ops import Op, OpGraph
+from zbsolve.problem import Problem
+from zbsolve.schedule import Schedule, SolverInfo
+from zbsolve.simulator import simulate
+from zbsolve.validate import validate
+
+from .base import BackendResult, Progress, SolveInput, build_input
+
+SOLVERS = ("cpsat", "cbc")
+
+
+def _backend(name: str):
+    if name == "cpsat":
+        from .cpsat import solve_cpsat
+
+        return solve_cpsat
+    from .cbc import solve_cbc
+
+    return solve_cbc
+
+
+def check_solver_options(solver: str, time_limit: float, workers: int) -> None:
+    if solver not in SOLVERS:
+        raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or time_limit <= 0:
+        raise UsageError(f"time limit must be a positive number of seconds, got {time_limit!r}")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise UsageError(f"workers must be an integer >= 1, got {workers!r}")
+
+
+def minimum_memory(problem: Problem) -> list[float]:
+    """Smallest limit per device that admits any schedule: one microbatch's activation of
+    the pipe that leaves the most on that device (running microbatches one at a time,
+    whole, needs exactly this)."""
+    need = [0.0] * problem.devices
+    for pipe in problem.pipes:
+        per_device = [0.0] * problem.devices
+        for stage in pipe.stages:
+            per_device[stage.device] += problem.stage_costs[stage.cost].activation
+        need = [max(a, b) for a, b in zip(need, per_device)]
+    return need
+
+
+def check_memory_feasible(problem: Problem) -> None:
+    if problem.memory_limit is None:
+        return
+    need = minimum_memory(problem)
+    for d, (limit, minimum) in enumerate(zip(problem.memory_limit, need)):
+        if limit < minimum * (1 - 1e-12):
+            unit = problem.memory_unit()
+            raise InfeasibleError(
+                f"memory limit {limit:g} on device {d} is below what one microbatch needs there "
+                f"({minimum:g}); the smallest limit that works is {max(need):g} "
+                f"({max(need) / unit:.4g}x U)"
+            )
+
+
+def best_fitting_baseline(problem: Problem, graph: OpGraph) -> Schedule | None:
+    """The hand-made schedule with the best objective among those within the memory limit."""
+    best = None
+    for name in applicable(problem):
+        schedule = run_baseline(name, problem, graph)
+        if schedule.over_memory_limit():
+            continue
+        if best is None or _value(schedule) < _value(best):
+            best = schedule
+    return best
+
+
+def _value(schedule: Schedule) -> float:
+    m = schedule.metrics
+    return m.span if schedule.problem.objective == "span" else m.makespan
+
+
+def _hint_from(schedule: Schedule, data: SolveInput) -> dict[Op, int]:
+    """Start times of a schedule in solver units; a fused BW becomes B then W back to back."""
+    graph, unit = data.graph, data.unit
+    hint: dict[Op, int] = {}
+    for ops in schedule.devices:
+        for t in ops:
+            start = graph.ticks(t.start) // unit
+            if t.op.kind == "BW" and data.split:
+                b = Op("B", t.op.pipe, t.op.stage, t.op.microbatch)
+                hint[b] = start
+                hint[Op("W", b.pipe, b.stage, b.microbatch)] = start + data.duration[b]
+            else:
+                hint[t.op] = start
+    return hint if set(hint) == set(data.ops) else {}
+
+
+def _orders_from(result: BackendResult, data: SolveInput) -> list[list[Op]]:
+    rank = {op: j for j, op in enumerate(data.ops)}
+    return [sorted(ops, key=lambda op: (result.starts[op], rank[op])) for ops in data.device_ops]
+
+
+def solve(
+    problem: Problem,
+    solver: str = "cpsat",
+    *,
+    time_limit: float = 60.0,
+    workers: int | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+    warm_start: bool = True,
+    stop=None,
+) -> Schedule:
+    """Find a schedule for `problem`; status `optimal` only when the backend proved it.
+
+    Raises InfeasibleError when the problem has no schedule and SolverError when nothing
+    was found in time. `stop` (a threading.Event) ends the search early.
+    """
+    workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
+    check_solver_options(solver, time_limit, workers)
+    check_memory_feasible(problem)
+    graph = OpGraph(problem)
+    data = build_input(graph, problem.split_backward, problem.objective)
+    data.time_limit, data.workers, data.seed, data.progress = time_limit, workers, seed, progress
+    if stop is not None:
+        data.stop = stop
+    warm = best_fitting_baseline(problem, graph) if warm_start else None
+    if warm is not None:
+        data.hint = _hint_from(warm, data) or None
+    result = _backend(solver)(data)
+    return _finish(problem, graph, data, solver, result, warm)
+
+
+def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule | None) -> Schedule:
+    info = SolverInfo(solver, result.status, wall_time_s=round(result.wall_time, 3),
+                      time_limit_s=data.time_limit, message=result.message)
+    if result.status == "infeasible":
+        raise InfeasibleError(f"{solver} proved that no schedule fits the memory limit "
+                              f"{_limit_text(problem)}")
+    if result.starts is None:
+        if warm is not None and result.interrupted:
+            schedule = warm
+        else:
+            reason = "interrupted before" if result.interrupted else f"no schedule found within {data.time_limit:g} s by"
+            raise SolverError(f"{reason} {solver}; try a longer --time-limit or a looser --memory")
+    else:
+        release = None
+        if problem.objective == "span":  # keep each device's first op where the solver put it
+            release = {ops[0]: result.starts[ops[0]] * data.unit for ops in _orders_from(result, data)}
+        schedule = simulate(graph, _orders_from(result, data), "solved", release=release)
+    if warm is not None and _value(warm) < _value(schedule):
+        schedule = warm  # the backend stopped early with something worse than the warm start
+    validate(schedule)
+    value = _value(schedule)
+    bound = data.value(data.lower_bound())
+    if result.bound is not None:  # the model's times are whole units: round the bound up
+        bound = max(bound, data.value(math.ceil(result.bound - 1e-6)))
+    bound = min(bound, value)
+    status = "interrupted" if result.interrupted else result.status
+    if status != "optimal" and math.isclose(bound, value, rel_tol=1e-12):
+        status = "optimal"  # the value meets a proven lower bound
+        info = replace(info, message=info.message or "optimality proven by the lower bound")
+    elif status == "optimal" and not math.isclose(bound, value, rel_tol=1e-12):
+        status = "feasible"
+    gap = (value - bound) / value if value else 0.0
+    info = replace(info, status=status, objective=value, bound=bound, gap=gap)
+    return replace(schedule, name="solved", solver=info)
+
+
+def _limit_text(problem: Problem) -> str:
+    if problem.memory_limit is None:
+        return "(none set)"
+    return f"{max(problem.memory_limit):g} ({max(problem.memory_limit) / problem.memory_unit():.4g}x U)"
+
+
+__all__ = ["SOLVERS", "solve", "minimum_memory", "check_solver_options", "ZbsolveError"]

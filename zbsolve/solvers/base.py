@@ -1,0 +1,145 @@
+"""What every solver backend receives and returns.
+
+A backend sees only a `SolveInput` (ops, integer durations, precedences, devices, memory
+effects, bounds, a warm start) and returns a `BackendResult` (status, start times, value,
+bound). It never touches files, baselines or the simulator; `zbsolve.solvers.solve` does.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import reduce
+
+from zbsolve.ops import Op, OpGraph
+
+# progress(best value or None, bound or None, elapsed seconds), values in problem units.
+Progress = Callable[[float | None, float | None, float], None]
+
+
+@dataclass
+class SolveInput:
+    graph: OpGraph
+    ops: list[Op]
+    duration: dict[Op, int]  # in solver units (ticks / unit)
+    predecessors: dict[Op, list[tuple[Op, int]]]
+    device_ops: list[list[Op]]
+    memory_effect: dict[Op, tuple[int, int]]
+    memory_limit: list[int] | None
+    chains: list[list[Op]]  # same-kind ops of one stage, in microbatch order (symmetry)
+    head: dict[Op, int]  # earliest start from dependencies alone
+    tail: dict[Op, int]  # shortest time from the op's start to the end of everything after it
+    horizon: int
+    objective: str
+    unit: int  # ticks per solver unit
+    hint: dict[Op, int] | None = None
+    time_limit: float = 60.0
+    workers: int = 1
+    seed: int = 0
+    progress: Progress | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def value(self, units: float | None) -> float | None:
+        """Solver units to the problem's time unit."""
+        return None if units is None else self.graph.time(units * self.unit)
+
+    @property
+    def split(self) -> bool:
+        return any(op.kind == "B" for op in self.ops)
+
+    def sinks(self) -> list[Op]:
+        """Last op of each chain of backward ops that nothing waits for."""
+        return [c[-1] for c in self.chains if c[-1].kind in ("W", "BW")]
+
+    def lower_bound(self) -> int:
+        """A valid bound on the objective, from each device's work alone.
+
+        makespan: some op starts first on the device (no earlier than the smallest head),
+        all its work follows, and the op that ends last still needs its tail after it.
+        span: a device is busy for all its work within its own span.
+        """
+        best = 0
+        for ops in self.device_ops:
+            if not ops:
+                continue
+            work = sum(self.duration[op] for op in ops)
+            if self.objective == "span":
+                best = max(best, work)
+            else:
+                head = min(self.head[op] for op in ops)
+                after = min(self.tail[op] - self.duration[op] for op in ops)
+                best = max(best, head + work + after)
+        return best
+
+    def first_forwards(self, device: int) -> list[Op]:
+        return [c[0] for c in self.chains if c[0].kind == "F" and self.graph.device(c[0]) == device]
+
+    def last_backwards(self, device: int) -> list[Op]:
+        return [op for op in self.sinks() if self.graph.device(op) == device]
+
+
+@dataclass
+class BackendResult:
+    status: str  # optimal | feasible | infeasible | unknown
+    starts: dict[Op, int] | None
+    objective: int | None
+    bound: float | None  # solver units, may be fractional (LP bound)
+    wall_time: float
+    message: str | None = None
+    interrupted: bool = False
+
+
+def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
+    ops = graph.ops(split)
+    ticks = [graph.duration(op) for op in ops] + [graph.comm]
+    if graph.fb_overlap is not None:
+        ticks.append(graph.fb_overlap)
+    unit = reduce(math.gcd, ticks) or 1  # exact: every duration is a multiple of it
+    duration = {op: graph.duration(op) // unit for op in ops}
+    predecessors = {
+        op: [(pred, delay // unit) for pred, delay in graph.predecessors(op, split)] for op in ops
+    }
+    device_ops: list[list[Op]] = [[] for _ in range(graph.problem.devices)]
+    for op in ops:
+        device_ops[graph.device(op)].append(op)
+    chains: dict[tuple, list[Op]] = {}
+    for op in ops:  # ops() lists microbatches in order within a pipe
+        chains.setdefault((op.kind, op.pipe, op.stage), []).append(op)
+    head: dict[Op, int] = {}
+    for op in _topological(ops, predecessors):
+        head[op] = max((head[p] + duration[p] + d for p, d in predecessors[op]), default=0)
+    successors: dict[Op, list[tuple[Op, int]]] = {op: [] for op in ops}
+    for op in ops:
+        for pred, delay in predecessors[op]:
+            successors[pred].append((op, delay))
+    tail: dict[Op, int] = {}
+    for op in reversed(_topological(ops, predecessors)):
+        tail[op] = duration[op] + max((d + tail[s] for s, d in successors[op]), default=0)
+    edges = sum(1 for op in ops for _, d in predecessors[op] if d)
+    horizon = sum(duration.values()) + edges * (graph.comm // unit)
+    limit = graph.memory_limit
+    return SolveInput(
+        graph=graph, ops=ops, duration=duration, predecessors=predecessors,
+        device_ops=device_ops, memory_effect={op: graph.memory_effect(op) for op in ops},
+        memory_limit=limit, chains=list(chains.values()), head=head, tail=tail,
+        horizon=horizon, objective=objective, unit=unit,
+    )
+
+
+def _topological(ops: list[Op], predecessors: dict[Op, list[tuple[Op, int]]]) -> list[Op]:
+    order, seen = [], set()
+    for root in ops:
+        stack = [(root, False)]
+        while stack:
+            op, expanded = stack.pop()
+            if expanded:
+                order.append(op)
+                continue
+            if op in seen:
+                continue
+            seen.add(op)
+            stack.append((op, True))
+            stack.extend((p, False) for p, _ in predecessors[op] if p not in seen)
+    return order

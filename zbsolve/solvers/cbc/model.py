@@ -1,0 +1,218 @@
+"""MILP model (DESIGN §7) solved by CBC through PuLP.
+
+Start times are continuous; each pair of ops on one device gets an ordering binary unless
+their order is already implied by dependencies and the microbatch-order symmetry chains
+(computed as a transitive closure), which removes most pairs. The memory level at each
+forward's start is a linear sum over those orders.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import threading
+import time
+
+import pulp
+
+from zbsolve.errors import UsageError
+from zbsolve.ops import Op
+from zbsolve.solvers.base import BackendResult, SolveInput
+
+
+def _ancestors(data: SolveInput) -> dict[Op, int]:
+    """Bitset of every op that must finish before each op starts."""
+    index = {op: j for j, op in enumerate(data.ops)}
+    before: dict[Op, list[Op]] = {op: [p for p, _ in data.predecessors[op]] for op in data.ops}
+    for chain in data.chains:
+        for a, b in zip(chain, chain[1:]):
+            before[b].append(a)
+    ancestors: dict[Op, int] = {}
+    pending = list(data.ops)
+    while pending:  # few passes: ops are listed roughly in dependency order
+        waiting = []
+        for op in pending:
+            if all(p in ancestors for p in before[op]):
+                bits = 0
+                for p in before[op]:
+                    bits |= ancestors[p] | (1 << index[p])
+                ancestors[op] = bits
+            else:
+                waiting.append(op)
+        pending = waiting
+    return ancestors
+
+
+class _Model:
+    def __init__(self, data: SolveInput) -> None:
+        self.data = data
+        self.index = {op: j for j, op in enumerate(data.ops)}
+        self.ancestors = _ancestors(data)
+        self.prob = pulp.LpProblem("zbsolve", pulp.LpMinimize)
+        H = data.horizon
+        self.start = {
+            op: pulp.LpVariable(f"s{j}", data.head[op], H - data.tail[op])
+            for j, op in enumerate(data.ops)
+        }
+        self.order: dict[tuple[Op, Op], pulp.LpVariable] = {}
+        self._precedences()
+        self._disjunctions()
+        if data.memory_limit is not None:
+            self._memory()
+        self.objective = self._objective()
+
+    def precedes(self, a: Op, b: Op):
+        """1 if a runs before b on their device: a constant or an ordering binary."""
+        if self.ancestors[b] >> self.index[a] & 1:
+            return 1
+        if self.ancestors[a] >> self.index[b] & 1:
+            return 0
+        if (a, b) in self.order:
+            return self.order[(a, b)]
+        return 1 - self.order[(b, a)]
+
+    def _precedences(self) -> None:
+        d, s = self.data, self.start
+        for op in d.ops:
+            for pred, delay in d.predecessors[op]:
+                self.prob += s[op] >= s[pred] + d.duration[pred] + delay
+        for chain in d.chains:
+            for a, b in zip(chain, chain[1:]):
+                self.prob += s[b] >= s[a] + d.duration[a]
+
+    def _disjunctions(self) -> None:
+        d, s, H = self.data, self.start, self.data.horizon
+        for ops in d.device_ops:
+            for i, a in enumerate(ops):
+                for b in ops[i + 1:]:
+                    if self.precedes_fixed(a, b):
+                        continue
+                    y = pulp.LpVariable(f"y{self.index[a]}_{self.index[b]}", cat="Binary")
+                    self.order[(a, b)] = y
+                    self.prob += s[b] >= s[a] + d.duration[a] - H * (1 - y)
+                    self.prob += s[a] >= s[b] + d.duration[b] - H * y
+
+    def precedes_fixed(self, a: Op, b: Op) -> bool:
+        return bool(self.ancestors[b] >> self.index[a] & 1 or self.ancestors[a] >> self.index[b] & 1)
+
+    def _memory(self) -> None:
+        d = self.data
+        for device, ops in enumerate(d.device_ops):
+            for f in ops:
+                if f.kind != "F":
+                    continue
+                level = d.memory_effect[f][0]
+                for g in ops:
+                    if g == f:
+                        continue
+                    allocated, released = d.memory_effect[g]
+                    change = allocated - released
+                    if change:
+                        level = level + change * self.precedes(g, f)
+                self.prob += level <= d.memory_limit[device]
+
+    def _objective(self):
+        d, s, H = self.data, self.start, self.data.horizon
+        if d.objective == "makespan":
+            makespan = pulp.LpVariable("makespan", d.lower_bound(), H)
+            for op in d.sinks():
+                self.prob += makespan >= s[op] + d.duration[op]
+            self.prob += makespan
+            return makespan
+        span = pulp.LpVariable("span", d.lower_bound(), H)
+        for device in range(len(d.device_ops)):
+            first = pulp.LpVariable(f"first{device}", 0, H)
+            last = pulp.LpVariable(f"last{device}", 0, H)
+            for op in d.first_forwards(device):
+                self.prob += first <= s[op]
+            for op in d.last_backwards(device):
+                self.prob += last >= s[op] + d.duration[op]
+            self.prob += span >= last - first
+        self.prob += span
+        return span
+
+    def set_hint(self, hint: dict[Op, int]) -> None:
+        for op, var in self.start.items():
+            var.setInitialValue(hint[op])
+        for (a, b), y in self.order.items():
+            y.setInitialValue(1 if hint[a] < hint[b] else 0)
+        ends = {op: hint[op] + self.data.duration[op] for op in self.data.ops}
+        if self.data.objective == "makespan":
+            self.objective.setInitialValue(max(ends[op] for op in self.data.sinks()))
+
+
+def _read_log(path: str) -> dict[str, float]:
+    """Best solution and bound from CBC's log (PuLP does not report the bound)."""
+    found: dict[str, float] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return found
+    for match in re.finditer(r"best solution ([-\d.e+]+)|best sol ([-\d.e+]+), best possible ([-\d.e+]+)", text):
+        if match.group(1):
+            found["value"] = float(match.group(1))
+        else:
+            found["value"], found["bound"] = float(match.group(2)), float(match.group(3))
+    for key, pattern in (("bound", r"Lower bound:\s+([-\d.e+]+)"), ("value", r"Objective value:\s+([-\d.e+]+)"),
+                         ("bound", r"best possible ([-\d.e+]+)")):
+        matches = re.findall(pattern, text)
+        if matches:
+            found[key] = float(matches[-1])
+    found["stopped"] = float("Stopped on time" in text or "Stopped on" in text)
+    found["proven"] = float("Optimal solution found" in text)
+    return found
+
+
+def solve_cbc(data: SolveInput) -> BackendResult:
+    t0 = time.monotonic()
+    if data.graph.fb_overlap is not None:
+        raise UsageError(
+            "the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat"
+        )
+    model = _Model(data)
+    warm = data.hint is not None
+    if warm:
+        model.set_hint(data.hint)
+    handle, log_path = tempfile.mkstemp(prefix="zbsolve-cbc-", suffix=".log")
+    os.close(handle)
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch_log, args=(log_path, data, t0, done), daemon=True)
+    watcher.start()
+    try:
+        command = pulp.PULP_CBC_CMD(
+            msg=False, timeLimit=max(1, round(data.time_limit)), threads=int(data.workers),
+            warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {int(data.seed) + 1}"],
+        )
+        model.prob.solve(command)
+        log = _read_log(log_path)
+    finally:
+        done.set()
+        watcher.join(timeout=2)
+        os.unlink(log_path)
+    wall = time.monotonic() - t0
+    status, solution = model.prob.status, model.prob.sol_status
+    if solution in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) and status == pulp.LpStatusOptimal:
+        proven = solution == pulp.LpSolutionOptimal and not log.get("stopped")
+        starts = {op: round(var.value()) for op, var in model.start.items()}
+        value = round(pulp.value(model.objective))
+        bound = value if proven else log.get("bound")
+        return BackendResult("optimal" if proven else "feasible", starts, value, bound, wall)
+    if status == pulp.LpStatusInfeasible:
+        return BackendResult("infeasible", None, None, None, wall)
+    return BackendResult("unknown", None, None, log.get("bound"), wall,
+                         message="CBC found no schedule within the time limit")
+
+
+def _watch_log(path: str, data: SolveInput, t0: float, done: threading.Event) -> None:
+    """Report CBC's progress from its log file while it runs."""
+    last = None
+    while not done.wait(1.0):
+        if data.progress is None:
+            continue
+        found = _read_log(path)
+        now = (found.get("value"), found.get("bound"))
+        if now != last and any(v is not None for v in now):
+            last = now
+            data.progress(data.value(now[0]), data.value(now[1]), time.monotonic() - t0)

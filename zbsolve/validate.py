@@ -1,0 +1,212 @@
+"""Independent check of a schedule against DESIGN §4 and §5.
+
+Written apart from the simulator, the op graph and the solvers on purpose: it re-derives
+every rule from the problem's pipes and cost records, so a bug in shared code cannot
+make a wrong schedule pass. Works on the floats of the schedule with a small tolerance.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from zbsolve.errors import ValidationError
+from zbsolve.schedule import Schedule, TimedOp
+
+RELATIVE_TOLERANCE = 1e-9
+
+
+def _name(t: TimedOp, device: int) -> str:
+    op = t.op
+    return (
+        f"{op.kind} pipe {op.pipe} stage {op.stage} microbatch {op.microbatch} "
+        f"on device {device} [{t.start:g}, {t.end:g}]"
+    )
+
+
+class _Checker:
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self.problem = schedule.problem
+        ends = [t.end for ops in schedule.devices for t in ops]
+        self.tol = RELATIVE_TOLERANCE * max([1.0] + [abs(e) for e in ends])
+        self.where: dict[tuple, tuple[TimedOp, int]] = {}
+
+    def fail(self, t: TimedOp, device: int, why: str) -> None:
+        raise ValidationError(f"{_name(t, device)}: {why}")
+
+    def cost(self, t: TimedOp):
+        return self.problem.stage_costs[self.problem.pipes[t.op.pipe].stages[t.op.stage].cost]
+
+    def run(self) -> None:
+        self.structure()
+        self.durations_and_pairs()
+        self.one_at_a_time()
+        self.dependencies()
+        self.memory()
+        self.metrics()
+
+    def structure(self) -> None:
+        problem = self.problem
+        if len(self.schedule.devices) != problem.devices:
+            raise ValidationError(
+                f"schedule lists {len(self.schedule.devices)} devices, problem has {problem.devices}"
+            )
+        allowed = {"F", "BW"} | ({"B", "W"} if problem.split_backward else set())
+        for d, ops in enumerate(self.schedule.devices):
+            for t in ops:
+                op = t.op
+                if op.kind not in allowed:
+                    self.fail(t, d, f"kind {op.kind} is not allowed (allowed: {sorted(allowed)})")
+                if not 0 <= op.pipe < len(problem.pipes) or not 0 <= op.stage < len(
+                    problem.pipes[op.pipe].stages
+                ) or op.microbatch not in problem.pipes[op.pipe].microbatches:
+                    self.fail(t, d, "is not an op of this problem")
+                home = problem.pipes[op.pipe].stages[op.stage].device
+                if home != d:
+                    self.fail(t, d, f"its stage lives on device {home}")
+                key = (op.kind, op.pipe, op.stage, op.microbatch)
+                if key in self.where:
+                    self.fail(t, d, "appears twice")
+                self.where[key] = (t, d)
+        for q, pipe in enumerate(problem.pipes):
+            for k in range(len(pipe.stages)):
+                for i in pipe.microbatches:
+                    present = {kind for kind in ("F", "B", "W", "BW") if (kind, q, k, i) in self.where}
+                    name = f"pipe {q} stage {k} microbatch {i}"
+                    if "F" not in present:
+                        raise ValidationError(f"F {name} is missing")
+                    if "BW" in present and present & {"B", "W"}:
+                        raise ValidationError(f"{name} has both a fused BW and a split B/W")
+                    for kind in ("B", "W"):
+                        if "BW" not in present and kind not in present:
+                            raise ValidationError(f"{kind if present & {'B', 'W'} else 'BW'} {name} is missing")
+
+    def durations_and_pairs(self) -> None:
+        problem = self.problem
+        pairs: dict[tuple[int, int], list[TimedOp]] = defaultdict(list)
+        for d, ops in enumerate(self.schedule.devices):
+            for t in ops:
+                if t.start < -self.tol:
+                    self.fail(t, d, "starts before time 0")
+                if t.overlap is not None:
+                    pairs[(d, t.overlap)].append(t)
+                    continue
+                c = self.cost(t)
+                expected = {"F": c.F, "B": c.B, "W": c.W, "BW": c.B + c.W}[t.op.kind]
+                if abs((t.end - t.start) - expected) > self.tol:
+                    self.fail(t, d, f"lasts {t.end - t.start:g}, its cost is {expected:g}")
+        for (d, _), members in pairs.items():
+            first = members[0]
+            if problem.fb_overlap is None:
+                self.fail(first, d, "is marked overlapped but the problem has no fb_overlap")
+            if len(members) != 2:
+                self.fail(first, d, f"overlap group has {len(members)} ops, not an F&B pair")
+            a, b = members
+            kinds = sorted([a.op.kind, b.op.kind])
+            if kinds not in (["B", "F"], ["BW", "F"]):
+                self.fail(first, d, f"an overlapped pair is one F and one B/BW, got {kinds}")
+            if (a.op.pipe, a.op.stage) == (b.op.pipe, b.op.stage):
+                self.fail(first, d, "an overlapped pair must be two different stages")
+            if abs(a.start - b.start) > self.tol or abs(a.end - b.end) > self.tol:
+                self.fail(first, d, "the halves of an overlapped pair must share start and end")
+            if abs((a.end - a.start) - problem.fb_overlap) > self.tol:
+                self.fail(first, d, f"overlapped pair lasts {a.end - a.start:g}, fb_overlap is {problem.fb_overlap:g}")
+
+    def one_at_a_time(self) -> None:
+        for d, ops in enumerate(self.schedule.devices):
+            previous: TimedOp | None = None
+            for t in ops:
+                if previous is not None:
+                    together = (
+                        t.overlap is not None and t.overlap == previous.overlap
+                    )
+                    if not together and t.start < previous.end - self.tol:
+                        self.fail(t, d, f"overlaps {_name(previous, d)} on the same device")
+                previous = t
+
+    def dependencies(self) -> None:
+        problem = self.problem
+        for d, ops in enumerate(self.schedule.devices):
+            for t in ops:
+                op = t.op
+                stages = problem.pipes[op.pipe].stages
+                q, k, i = op.pipe, op.stage, op.microbatch
+                if op.kind == "F":
+                    needs = [] if k == 0 else [(("F",), k - 1)]
+                elif op.kind == "W":
+                    needs = [(("B",), k)]
+                elif k == len(stages) - 1:
+                    needs = [(("F",), k)]
+                else:
+                    needs = [(("B", "BW"), k + 1)]
+                for kinds, stage in needs:
+                    before = next(self.where[(kind, q, stage, i)] for kind in kinds if (kind, q, stage, i) in self.where)
+                    pred, pred_device = before
+                    delay = problem.comm if stages[stage].device != stages[k].device else 0.0
+                    if t.start < pred.end + delay - self.tol:
+                        self.fail(
+                            t, d,
+                            f"starts before {_name(pred, pred_device)} ends"
+                            + (f" plus comm {delay:g}" if delay else ""),
+                        )
+
+    def device_peak(self, d: int, ops: tuple[TimedOp, ...]) -> float:
+        """Largest memory level; at equal times releases come before allocations."""
+        events = []
+        for t in ops:
+            c = self.cost(t)
+            if t.op.kind == "F":
+                events.append((t.start, 1, c.activation, t))
+            else:
+                release = {"B": c.activation - c.residual, "W": c.residual, "BW": c.activation}[t.op.kind]
+                events.append((t.end, 0, -release, t))
+        events.sort(key=lambda e: (e[0], e[1]))
+        level = peak = 0.0
+        limit = None if self.problem.memory_limit is None else self.problem.memory_limit[d]
+        for _, _, change, t in events:
+            level += change
+            if limit is not None and level > limit * (1 + RELATIVE_TOLERANCE) + 1e-12:
+                self.fail(t, d, f"memory reaches {level:g}, above the limit {limit:g}")
+            peak = max(peak, level)
+        return peak
+
+    def memory(self) -> None:
+        self.peaks = [self.device_peak(d, ops) for d, ops in enumerate(self.schedule.devices)]
+
+    def metrics(self) -> None:
+        devices = self.schedule.devices
+        makespan = max(t.end for ops in devices for t in ops)
+        busy = []
+        for ops in devices:
+            total, counted = 0.0, set()
+            for t in ops:
+                if t.overlap is None or t.overlap not in counted:
+                    total += t.end - t.start
+                if t.overlap is not None:
+                    counted.add(t.overlap)
+            busy.append(total)
+        span = max(max(t.end for t in ops) - min(t.start for t in ops) for ops in devices)
+        unit = self.problem.memory_unit()
+        expected = {
+            "makespan": makespan,
+            "bubble_rate": 1 - sum(busy) / (len(devices) * makespan),
+            "span": span,
+            "span_bubble_rate": 1 - max(busy) / span,
+            "peak_memory_x": max(self.peaks) / unit,
+        }
+        reported = self.schedule.metrics
+        for key, value in expected.items():
+            if abs(getattr(reported, key) - value) > 1e-6 * max(1.0, abs(value)):
+                raise ValidationError(f"reported {key} {getattr(reported, key)!r} but the schedule gives {value!r}")
+        for key, values in (("busy", busy), ("peak_memory", self.peaks)):
+            for d, value in enumerate(values):
+                got = getattr(reported, key)[d]
+                if abs(got - value) > 1e-6 * max(1.0, abs(value)):
+                    raise ValidationError(f"reported {key}[{d}] {got!r} but the schedule gives {value!r}")
+
+
+def validate(schedule: Schedule) -> None:
+    """Raise ValidationError naming the first violated op; return None when all holds."""
+    if any(not ops for ops in schedule.devices):
+        raise ValidationError("a device lists no ops")
+    _Checker(schedule).run()
