@@ -1,0 +1,36 @@
+"""Small builders and strategies shared by the tests."""
+
+from hypothesis import strategies as st
+
+from zbsolve.placements import build_problem
+from zbsolve.problem import StageCost
+
+
+def uniform(P, M, F=1.0, B=1.0, W=1.0, activation=1.0, residual=0.5, **kw):
+    return build_problem(P, M, StageCost(F, B, W, activation, residual), **kw)
+
+
+# Decimal costs on a 0.1 grid keep the examples exact and varied.
+cost_value = st.integers(1, 30).map(lambda n: n / 10)
+
+
+@st.composite
+def stage_costs(draw, n):
+    records = []
+    for _ in range(n):
+        activation = draw(st.integers(1, 4))
+        residual = draw(st.sampled_from([0.0, 0.25, 0.4, 0.5, 1.0])) * activation
+        records.append(StageCost(draw(cost_value), draw(cost_value), draw(cost_value), activation, residual))
+    return records
+
+
+@st.composite
+def small_problems(draw, max_devices=4, max_microbatches=6, memory=True):
+    P = draw(st.integers(1, max_devices))
+    M = draw(st.integers(1, max_microbatches))
+    limit = draw(st.sampled_from([None, "1x", "1.5x", "2x", "3x"])) if memory else None
+    return build_problem(
+        P, M, draw(stage_costs(P)),
+        comm=draw(st.sampled_from([0.0, 0.1, 0.5])), memory=limit,
+        objective=draw(st.sampled_from(["makespan", "span"])),
+    )

@@ -1,0 +1,110 @@
+"""The validator catches each kind of violation and names the op."""
+
+from dataclasses import replace
+
+import pytest
+
+from zbsolve.baselines import run_baseline
+from zbsolve.errors import ValidationError
+from zbsolve.ops import Op
+from zbsolve.schedule import TimedOp
+from zbsolve.validate import validate
+
+from helpers import uniform
+
+
+@pytest.fixture
+def schedule():
+    s = run_baseline("zb-h1", uniform(3, 4, comm=0.5, memory="1x"))
+    validate(s)
+    return s
+
+
+def mutate(s, device, index, **changes):
+    ops = list(s.devices[device])
+    ops[index] = replace(ops[index], **changes)
+    devices = list(s.devices)
+    devices[device] = tuple(ops)
+    return replace(s, devices=tuple(devices))
+
+
+def with_ops(s, device, ops):
+    devices = list(s.devices)
+    devices[device] = tuple(ops)
+    return replace(s, devices=tuple(devices))
+
+
+def test_dropped_op(schedule):
+    ops = list(schedule.devices[1])
+    dropped = ops.pop(3)
+    with pytest.raises(ValidationError, match=f"{dropped.op.kind} pipe 0 stage 1 microbatch {dropped.op.microbatch} is missing"):
+        validate(with_ops(schedule, 1, ops))
+
+
+def test_duplicated_op(schedule):
+    ops = list(schedule.devices[0]) + [schedule.devices[0][-1]]
+    with pytest.raises(ValidationError, match="appears twice"):
+        validate(with_ops(schedule, 0, ops))
+
+
+def test_op_on_wrong_device(schedule):
+    t = schedule.devices[0][0]
+    moved = replace(t, op=Op("F", 0, 1, 9))
+    with pytest.raises(ValidationError, match="not an op of this problem"):
+        validate(mutate(schedule, 0, 0, op=moved.op))
+    with pytest.raises(ValidationError, match="lives on device 1"):
+        validate(with_ops(schedule, 0, list(schedule.devices[0]) + [schedule.devices[1][0]]))
+
+
+def test_shortened_op(schedule):
+    t = schedule.devices[2][1]
+    with pytest.raises(ValidationError, match=rf"{t.op.kind} pipe 0 stage 2 .* lasts 0.5"):
+        validate(mutate(schedule, 2, 1, end=t.start + 0.5))
+
+
+def test_op_moved_before_its_dependency(schedule):
+    t = schedule.devices[1][0]  # F of microbatch 0 on device 1: waits for device 0 plus comm
+    assert t.start == 1.5
+    with pytest.raises(ValidationError, match=r"F pipe 0 stage 1 microbatch 0 on device 1 \[1.2, 2.2\]: starts before F pipe 0 stage 0 microbatch 0 .* plus comm 0.5"):
+        validate(mutate(schedule, 1, 0, start=1.2, end=2.2))
+
+
+def test_two_ops_at_once(schedule):
+    a, b = schedule.devices[0][0], schedule.devices[0][1]
+    with pytest.raises(ValidationError, match="overlaps"):
+        validate(mutate(schedule, 0, 1, start=a.start + 0.5, end=a.start + 0.5 + (b.end - b.start)))
+
+
+def test_memory_limit_exceeded(schedule):
+    tight = replace(schedule, problem=replace(schedule.problem, memory_limit=(2.0, 2.0, 2.0)))
+    with pytest.raises(ValidationError, match="memory reaches 3, above the limit 2"):
+        validate(tight)
+
+
+def test_wrong_reported_metric(schedule):
+    bad = replace(schedule, metrics=replace(schedule.metrics, makespan=schedule.metrics.makespan - 1))
+    with pytest.raises(ValidationError, match="reported makespan"):
+        validate(bad)
+    bad = replace(schedule, metrics=replace(schedule.metrics, peak_memory=(1.0, 1.0, 1.0)))
+    with pytest.raises(ValidationError, match=r"reported peak_memory\[0\]"):
+        validate(bad)
+
+
+def test_negative_start(schedule):
+    t = schedule.devices[0][0]
+    with pytest.raises(ValidationError, match="before time 0"):
+        validate(mutate(schedule, 0, 0, start=-1.0, end=t.end - 1.0))
+
+
+def test_split_ops_in_fused_problem():
+    s = run_baseline("zb-h1", uniform(2, 2))
+    fused = replace(s, problem=replace(s.problem, split_backward=False))
+    with pytest.raises(ValidationError, match="kind B is not allowed"):
+        validate(fused)
+
+
+def test_overlap_needs_fb_overlap(schedule):
+    ops = list(schedule.devices[0])
+    ops[0] = TimedOp(ops[0].op, ops[0].start, ops[0].end, overlap=0)
+    with pytest.raises(ValidationError, match="no fb_overlap"):
+        validate(with_ops(schedule, 0, ops))

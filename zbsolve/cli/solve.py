@@ -1,0 +1,114 @@
+"""`zbsolve solve`: solve, print the comparison with 1F1B and every baseline, write files."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from zbsolve.solvers import SOLVERS, check_solver_options, solve
+
+from .options import add_problem_options, problem_from_args
+
+
+class ProgressLine:
+    """Live best value, bound and elapsed time on stderr, at most a few lines a second."""
+
+    def __init__(self, solver: str, unit: str, enabled: bool) -> None:
+        self.solver, self.unit, self.enabled = solver, unit, enabled
+        self.best = self.bound = None
+        self.shown = 0.0
+        self.tty = sys.stderr.isatty()
+        self.lock = threading.Lock()
+
+    def __call__(self, best: float | None, bound: float | None, elapsed: float) -> None:
+        if not self.enabled:
+            return
+        with self.lock:
+            if best is not None:
+                self.best = best if self.best is None else min(self.best, best)
+            if bound is not None:
+                self.bound = bound if self.bound is None else max(self.bound, bound)
+            if elapsed - self.shown < (0.25 if self.tty else 2.0) and best is None:
+                return
+            self.shown = elapsed
+            gap = ""
+            if self.best and self.bound is not None:
+                gap = f"  gap {100 * (self.best - self.bound) / self.best:.2f}%"
+            text = (f"{self.solver} {elapsed:7.1f}s  best {_fmt(self.best)} {self.unit}"
+                    f"  bound {_fmt(self.bound)}{gap}")
+            sys.stderr.write(("\r" + text + "\033[K") if self.tty else text + "\n")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty and self.shown:
+            sys.stderr.write("\n")
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def install_stop_handlers() -> threading.Event:
+    """Ctrl-C / SIGTERM ask the solver to stop and keep the best schedule found so far."""
+    stop = threading.Event()
+
+    def handler(signum, frame) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        sys.stderr.write("\nzbsolve: stopping the solver, keeping the best schedule so far...\n")
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    return stop
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    from .commands import _check_output_paths, _write_outputs, baseline_rows, describe_problem
+    from .table import comparison_table
+
+    check_solver_options(args.solver, args.time_limit, args.workers)
+    _check_output_paths(args)
+    problem = problem_from_args(args)
+    stop = install_stop_handlers()
+    progress = ProgressLine(args.solver, problem.time_unit, not args.quiet)
+    started = time.monotonic()
+    try:
+        solved = solve(problem, args.solver, time_limit=args.time_limit, workers=args.workers,
+                       seed=args.seed, progress=progress, stop=stop)
+    finally:
+        progress.close()
+    from zbsolve.reference import one_f_one_b_reference
+
+    reference = one_f_one_b_reference(problem)
+    rows = baseline_rows(problem)
+    if problem.placement != "single":
+        rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
+    print(describe_problem(problem))
+    print(comparison_table([solved] + rows, reference))
+    if not args.quiet:
+        print(f"solved in {time.monotonic() - started:.1f} s with {args.solver}, "
+              f"{args.workers} worker(s), seed {args.seed}", file=sys.stderr)
+    _write_outputs(solved, args)
+    return 130 if solved.solver.status == "interrupted" else 0
+
+
+def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> None:
+    group = parser.add_argument_group("solver")
+    group.add_argument("--solver", default="cpsat", help=f"{' or '.join(SOLVERS)} (default cpsat)")
+    group.add_argument("--time-limit", type=float, default=default_time, metavar="S",
+                       help=f"seconds before the best schedule found is returned (default {default_time:g})")
+    group.add_argument("--workers", type=int, default=2, metavar="N", help="solver threads (default 2)")
+    group.add_argument("--seed", type=int, default=0, help="random seed; with --workers 1 the result is repeatable")
+    group.add_argument("-q", "--quiet", action="store_true", help="no live progress on stderr")
+
+
+def register_solve(command) -> None:
+    p = command("solve", "find the best schedule for your problem with an integer program", run_solve)
+    add_problem_options(p)
+    add_solver_options(p, 60.0)
+    p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
+    p.add_argument("--torch-csv", metavar="FILE", help="write the PyTorch pipelining compute_only CSV")
