@@ -3,12 +3,11 @@
 from fractions import Fraction
 
 import pytest
+from helpers import uniform
 
 from zbsolve.baselines import applicable, run_baseline
 from zbsolve.errors import UsageError
 from zbsolve.validate import validate
-
-from helpers import uniform
 
 GRID = [(P, M) for P in (2, 3, 4, 8, 16) for M in sorted({1, P - 1, P, 2 * P, 4 * P}) if M >= 1]
 

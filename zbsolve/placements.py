@@ -70,10 +70,15 @@ def costs_for(placement: Placement, rank_costs: Sequence[StageCost]) -> list[Sta
     return list(rank_costs)
 
 
-MEMORY_HELP = "none, Nx (N times U = P x activation of one microbatch), an absolute amount, or one amount per device separated by commas"
+MEMORY_HELP = (
+    "none, Nx (N times U = P x activation of one microbatch), an absolute amount, "
+    "or one amount per device separated by commas"
+)
 
 
-def parse_memory(text: str | float | Sequence[float] | None, problem_without_limit: Problem) -> tuple[float, ...] | None:
+def parse_memory(
+    text: str | float | Sequence[float] | None, problem_without_limit: Problem
+) -> tuple[float, ...] | None:
     """Resolve a memory-limit spec against the problem's U unit (DESIGN §3)."""
     P = problem_without_limit.devices
     if text is None:

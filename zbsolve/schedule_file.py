@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from importlib import resources
+import re
+from pathlib import Path
 from typing import Any
 
 from zbsolve.errors import ProblemError, ScheduleFileError
@@ -21,7 +22,7 @@ COST_KEYS = ("F", "B", "W", "activation", "residual")
 
 def json_schema() -> dict:
     """The JSON Schema of the schedule file, as shipped in the package."""
-    text = resources.files("zbsolve").joinpath("schedule.schema.json").read_text("utf-8")
+    text = Path(__file__).with_name("schedule.schema.json").read_text("utf-8")
     return json.loads(text)
 
 
@@ -81,7 +82,25 @@ def schedule_to_dict(schedule: Schedule) -> dict:
 
 
 def dumps(schedule: Schedule) -> str:
-    return json.dumps(schedule_to_dict(schedule), indent=1, allow_nan=False) + "\n"
+    """Indented JSON with each op, stage and cost record on one line (files stay readable)."""
+    data = schedule_to_dict(schedule)
+    leaves: list[str] = []
+
+    def compact(record: dict) -> str:
+        leaves.append(json.dumps(record, allow_nan=False))
+        return f"@@leaf{len(leaves) - 1}@@"
+
+    problem = data["problem"]
+    problem["stage_costs"] = [compact(c) for c in problem["stage_costs"]]
+    for pipe in problem["pipes"]:
+        pipe["stages"] = [compact(s) for s in pipe["stages"]]
+        pipe["microbatches"] = compact(pipe["microbatches"])
+    for device in data["devices"]:
+        device["ops"] = [compact(o) for o in device["ops"]]
+    for key in ("busy", "peak_memory"):
+        data["metrics"][key] = compact(data["metrics"][key])
+    text = json.dumps(data, indent=1, allow_nan=False)
+    return re.sub(r'"@@leaf(\d+)@@"', lambda m: leaves[int(m.group(1))], text) + "\n"
 
 
 def write_schedule(schedule: Schedule, path: str | os.PathLike) -> None:
@@ -196,7 +215,10 @@ def schedule_from_dict(data: Any) -> Schedule:
         span=_number(_get(m, "span", "metrics"), "metrics.span"),
         span_bubble_rate=_number(_get(m, "span_bubble_rate", "metrics"), "metrics.span_bubble_rate"),
         busy=tuple(_number(v, "metrics.busy[]") for v in _list(_get(m, "busy", "metrics"), "metrics.busy")),
-        peak_memory=tuple(_number(v, "metrics.peak_memory[]") for v in _list(_get(m, "peak_memory", "metrics"), "metrics.peak_memory")),
+        peak_memory=tuple(
+            _number(v, "metrics.peak_memory[]")
+            for v in _list(_get(m, "peak_memory", "metrics"), "metrics.peak_memory")
+        ),
         peak_memory_x=_number(m.get("peak_memory_x", 0.0), "metrics.peak_memory_x"),
     )
     s = _get(data, "solver", "file")

@@ -7,7 +7,7 @@ make a wrong schedule pass. Works on the floats of the schedule with a small tol
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from zbsolve.errors import ValidationError
 from zbsolve.schedule import Schedule, TimedOp
@@ -140,8 +140,9 @@ class _Checker:
                 else:
                     needs = [(("B", "BW"), k + 1)]
                 for kinds, stage in needs:
-                    before = next(self.where[(kind, q, stage, i)] for kind in kinds if (kind, q, stage, i) in self.where)
-                    pred, pred_device = before
+                    pred, pred_device = next(
+                        self.where[(kind, q, stage, i)] for kind in kinds if (kind, q, stage, i) in self.where
+                    )
                     delay = problem.comm if stages[stage].device != stages[k].device else 0.0
                     if t.start < pred.end + delay - self.tol:
                         self.fail(

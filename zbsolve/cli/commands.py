@@ -15,6 +15,7 @@ from zbsolve.problem import Problem
 from zbsolve.reference import one_f_one_b_reference
 from zbsolve.schedule import Schedule
 from zbsolve.schedule_file import read_schedule, write_schedule
+from zbsolve.solvers import check_solver_options
 from zbsolve.validate import validate
 
 from .options import add_problem_options, problem_from_args
@@ -74,15 +75,25 @@ def baseline_rows(problem: Problem) -> list[Schedule]:
     return [run_baseline(name, problem, graph) for name in applicable(problem)]
 
 
-def run_compare(args: argparse.Namespace) -> int:
-    problem = problem_from_args(args)
+def print_comparison(problem: Problem, solved: list[Schedule]) -> None:
+    """The table: solved rows, then every applicable baseline, speed-ups against 1F1B."""
     reference = one_f_one_b_reference(problem)
     rows = baseline_rows(problem)
     if problem.placement != "single":
         rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
     print(describe_problem(problem))
-    print(comparison_table(rows, reference))
-    return 0
+    print(comparison_table(solved + rows, reference))
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from .solve import solve_with_progress
+
+    if not args.no_solve:
+        check_solver_options(args.solver, args.time_limit, args.workers)
+    problem = problem_from_args(args)
+    solved = [] if args.no_solve else [solve_with_progress(problem, args)]
+    print_comparison(problem, solved)
+    return 130 if solved and solved[0].solver.status == "interrupted" else 0
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -120,7 +131,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
         parser.set_defaults(run=run)
         return parser
 
-    from .solve import register_solve
+    from .solve import add_solver_options, register_solve
 
     register_solve(command)
 
@@ -130,8 +141,11 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
     p.add_argument("--torch-csv", metavar="FILE", help="write the PyTorch pipelining compute_only CSV")
 
-    p = command("compare", "every applicable hand-made schedule in one table, with 1F1B as reference", run_compare)
+    p = command("compare", "a solve and every applicable hand-made schedule in one table, 1F1B as reference",
+                run_compare)
     add_problem_options(p)
+    add_solver_options(p, 10.0)
+    p.add_argument("--no-solve", action="store_true", help="only the hand-made schedules")
 
     p = command("validate", "check a schedule file independently; names the first violated op", run_validate)
     p.add_argument("file")

@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+from zbsolve.problem import Problem
+from zbsolve.schedule import Schedule
 from zbsolve.solvers import SOLVERS, check_solver_options, solve
 
 from .options import add_problem_options, problem_from_args
@@ -66,13 +68,8 @@ def install_stop_handlers() -> threading.Event:
     return stop
 
 
-def run_solve(args: argparse.Namespace) -> int:
-    from .commands import _check_output_paths, _write_outputs, baseline_rows, describe_problem
-    from .table import comparison_table
-
-    check_solver_options(args.solver, args.time_limit, args.workers)
-    _check_output_paths(args)
-    problem = problem_from_args(args)
+def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
+    """Solve with live progress on stderr; Ctrl-C keeps the best schedule found so far."""
     stop = install_stop_handlers()
     progress = ProgressLine(args.solver, problem.time_unit, not args.quiet)
     started = time.monotonic()
@@ -81,17 +78,20 @@ def run_solve(args: argparse.Namespace) -> int:
                        seed=args.seed, progress=progress, stop=stop)
     finally:
         progress.close()
-    from zbsolve.reference import one_f_one_b_reference
-
-    reference = one_f_one_b_reference(problem)
-    rows = baseline_rows(problem)
-    if problem.placement != "single":
-        rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
-    print(describe_problem(problem))
-    print(comparison_table([solved] + rows, reference))
     if not args.quiet:
         print(f"solved in {time.monotonic() - started:.1f} s with {args.solver}, "
               f"{args.workers} worker(s), seed {args.seed}", file=sys.stderr)
+    return solved
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    from .commands import _check_output_paths, _write_outputs, print_comparison
+
+    check_solver_options(args.solver, args.time_limit, args.workers)
+    _check_output_paths(args)
+    problem = problem_from_args(args)
+    solved = solve_with_progress(problem, args)
+    print_comparison(problem, [solved])
     _write_outputs(solved, args)
     return 130 if solved.solver.status == "interrupted" else 0
 

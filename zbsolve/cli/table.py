@@ -24,7 +24,9 @@ def comparison_table(rows: list[Schedule], reference: Schedule) -> str:
     for s in rows:
         m = s.metrics
         over = s.over_memory_limit()
-        note = f"over memory limit on device {over[0]}" + (f" (+{len(over) - 1} more)" if len(over) > 1 else "") if over else ""
+        note = ""
+        if over:
+            note = f"over memory limit on device {over[0]}" + (f" (+{len(over) - 1} more)" if len(over) > 1 else "")
         if s.solver.message and not note:
             note = s.solver.message
         lines.append([

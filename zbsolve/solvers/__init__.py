@@ -149,7 +149,10 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
         if warm is not None and result.interrupted:
             schedule = warm
         else:
-            reason = "interrupted before" if result.interrupted else f"no schedule found within {data.time_limit:g} s by"
+            reason = (
+                "interrupted before" if result.interrupted
+                else f"no schedule found within {data.time_limit:g} s by"
+            )
             raise SolverError(f"{reason} {solver}; try a longer --time-limit or a looser --memory")
     else:
         release = None

@@ -13,6 +13,7 @@ import re
 import tempfile
 import threading
 import time
+import warnings
 
 import pulp
 
@@ -171,7 +172,9 @@ def solve_cbc(data: SolveInput) -> BackendResult:
         raise UsageError(
             "the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat"
         )
-    model = _Model(data)
+    with warnings.catch_warnings():  # PuLP 3.x announces its 4.0 API on every variable
+        warnings.simplefilter("ignore", DeprecationWarning)
+        model = _Model(data)
     warm = data.hint is not None
     if warm:
         model.set_hint(data.hint)
@@ -181,10 +184,12 @@ def solve_cbc(data: SolveInput) -> BackendResult:
     watcher = threading.Thread(target=_watch_log, args=(log_path, data, t0, done), daemon=True)
     watcher.start()
     try:
-        command = pulp.PULP_CBC_CMD(
-            msg=False, timeLimit=max(1, round(data.time_limit)), threads=int(data.workers),
-            warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {int(data.seed) + 1}"],
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            command = pulp.PULP_CBC_CMD(
+                msg=False, timeLimit=max(1, round(data.time_limit)), threads=int(data.workers),
+                warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {int(data.seed) + 1}"],
+            )
         model.prob.solve(command)
         log = _read_log(log_path)
     finally:

@@ -1,0 +1,136 @@
+"""The command line: real output, exit codes, one-line errors, nothing written on failure."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zbsolve.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = str(ROOT / "models" / "zb-1.5b.json")
+
+
+def run(capsys, *args):
+    try:
+        code = main(list(args))
+    except SystemExit as exit:  # argparse's own usage errors
+        code = exit.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_baseline_prints_and_writes_a_valid_file(capsys, tmp_path):
+    target = tmp_path / "h1.json"
+    code, out, _ = run(capsys, "baseline", "zb-h1", "--stages", "4", "--microbatches", "8", "-o", str(target))
+    assert code == 0
+    assert "zb-h1" in out and " 27 " in out
+    code, out, _ = run(capsys, "validate", str(target))
+    assert code == 0 and "valid zb-h1 schedule" in out
+
+
+def test_compare_on_the_zero_bubble_profile_lists_every_baseline(capsys, tmp_path):
+    code, out, _ = run(capsys, "compare", "--stages", "8", "--microbatches", "24", "--profile", PROFILE,
+                       "--time-limit", "5", "-q")
+    assert code == 0
+    rows = [line.split()[0] for line in out.splitlines()[3:]]
+    assert rows == ["solved", "gpipe", "1f1b", "zb-h1", "zb-h2"]
+    for name in rows[1:]:
+        path = tmp_path / f"{name}.json"
+        assert run(capsys, "baseline", name, "--stages", "8", "--microbatches", "24",
+                   "--profile", PROFILE, "-o", str(path))[0] == 0
+        assert run(capsys, "validate", str(path))[0] == 0
+
+
+def test_solve_writes_schedule_and_torch_csv(capsys, tmp_path):
+    out_json, out_csv = tmp_path / "a.json", tmp_path / "a.csv"
+    code, out, _ = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--memory", "1x",
+                       "-q", "-o", str(out_json), "--torch-csv", str(out_csv))
+    assert code == 0
+    solved = out.splitlines()[3].split()
+    assert solved[:2] == ["solved", "27"] and "optimal" in solved
+    data = json.loads(out_json.read_text())
+    assert data["solver"]["status"] == "optimal" and data["metrics"]["makespan"] == 27
+    assert len(out_csv.read_text().splitlines()) == 4
+
+
+def test_validate_names_the_violated_op(capsys, tmp_path):
+    path = tmp_path / "s.json"
+    run(capsys, "baseline", "1f1b", "--stages", "2", "--microbatches", "2", "-o", str(path))
+    data = json.loads(path.read_text())
+    data["devices"][1]["ops"][0]["start"] = 0.5
+    path.write_text(json.dumps(data))
+    code, _, err = run(capsys, "validate", str(path))
+    assert code == 1
+    assert "F pipe 0 stage 1 microbatch 0 on device 1 [0.5, 2]" in err
+
+
+def test_export_torch_csv(capsys, tmp_path):
+    path, csv = tmp_path / "s.json", tmp_path / "s.csv"
+    run(capsys, "baseline", "zb-h1", "--stages", "2", "--microbatches", "2", "-o", str(path))
+    assert run(capsys, "export", str(path), "--format", "torch-csv", "-o", str(csv))[0] == 0
+    assert csv.read_text() == "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"
+
+
+BAD = [
+    (["--stages", "0", "--microbatches", "8"], "--stages"),
+    (["--stages", "4", "--microbatches", "0"], "--microbatches"),
+    (["--stages", "4", "--microbatches", "8", "--F", "-1"], "F must be >= 0"),
+    (["--stages", "4", "--microbatches", "8", "--B", "nan"], "--B must be a finite number"),
+    (["--stages", "4", "--microbatches", "8", "--activation", "1", "--residual", "2"], "residual"),
+    (["--stages", "4", "--microbatches", "8", "--memory", "banana"], "memory"),
+    (["--stages", "4", "--microbatches", "8", "--placement", "diagonal"], "placement"),
+    (["--stages", "4", "--microbatches", "8", "--placement", "interleaved:0"], "interleaved"),
+    (["--stages", "4", "--microbatches", "7", "--placement", "bidirectional"], "even"),
+    (["--stages", "4", "--microbatches", "8", "--profile", "/nonexistent.json"], "no such file"),
+    (["--stages", "four", "--microbatches", "8"], "invalid int value"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD)
+def test_bad_problem_input_is_one_line_exit_2_and_no_file(capsys, tmp_path, args, message):
+    target = tmp_path / "x.json"
+    code, _, err = run(capsys, "baseline", "1f1b", *args, "-o", str(target))
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not target.exists()
+
+
+def test_bad_profile_names_the_key(capsys, tmp_path):
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"name": "p", "source": "test", "costs": {"F": 1, "B": 1, "W": 1}, "comms": 2}))
+    code, _, err = run(capsys, "compare", "--stages", "2", "--microbatches", "2", "--profile", str(profile))
+    assert code == 2 and "unknown key 'comms'" in err
+
+
+def test_unwritable_output_is_refused_before_any_work(capsys):
+    code, _, err = run(capsys, "solve", "--stages", "2", "--microbatches", "2", "-o", "/nonexistent/dir/x.json")
+    assert code == 2 and "/nonexistent/dir" in err
+
+
+def test_infeasible_memory_names_the_minimum(capsys, tmp_path):
+    target = tmp_path / "x.json"
+    code, _, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--memory", "0.1x", "-o", str(target))
+    assert code == 1 and "smallest limit that works is 1 (0.25x U)" in err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("content", ["", '{"format": "zbsolve-schedule", "version": 7}', "{\"format\": "])
+def test_validate_refuses_broken_files(capsys, tmp_path, content):
+    path = tmp_path / "broken.json"
+    path.write_text(content)
+    code, _, err = run(capsys, "validate", str(path))
+    assert code == 1 and len(err.strip().splitlines()) == 1
+
+
+def test_console_script_runs_in_a_fresh_process():
+    result = subprocess.run([sys.executable, "-m", "zbsolve", "baseline", "1f1b", "--stages", "4",
+                             "--microbatches", "8"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "27.27%" in result.stdout  # 3/11
+    result = subprocess.run([sys.executable, "-m", "zbsolve", "validate", "/nonexistent.json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "no such file" in result.stderr and "Traceback" not in result.stderr

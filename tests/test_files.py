@@ -1,0 +1,105 @@
+"""Schedule files, the shipped JSON Schema, torch CSV and profiles."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from helpers import uniform
+
+from zbsolve.baselines import run_baseline
+from zbsolve.errors import ExportError, ProfileError, ScheduleFileError
+from zbsolve.export.chrome_trace import chrome_trace
+from zbsolve.export.torch_csv import torch_csv
+from zbsolve.profiles import load_profile, profile_from_dict
+from zbsolve.schedule_file import dumps, json_schema, read_schedule, write_schedule
+
+MODELS = sorted(Path(__file__).resolve().parent.parent.joinpath("models").glob("*.json"))
+
+
+def test_written_files_match_the_shipped_schema(tmp_path):
+    for name in ("1f1b", "zb-h2"):
+        path = tmp_path / f"{name}.json"
+        write_schedule(run_baseline(name, uniform(3, 5, comm=0.25, memory="2x")), path)
+        jsonschema.validate(json.loads(path.read_text()), json_schema())
+        assert read_schedule(path).name == name
+
+
+def test_reader_refuses_future_versions_and_other_files(tmp_path):
+    data = json.loads(dumps(run_baseline("1f1b", uniform(2, 2))))
+    data["version"] = 2
+    (tmp_path / "future.json").write_text(json.dumps(data))
+    with pytest.raises(ScheduleFileError, match="version 2 is not supported"):
+        read_schedule(tmp_path / "future.json")
+    (tmp_path / "other.json").write_text('{"format": "something"}')
+    with pytest.raises(ScheduleFileError, match="not a zbsolve schedule"):
+        read_schedule(tmp_path / "other.json")
+    text = dumps(run_baseline("1f1b", uniform(2, 2)))
+    (tmp_path / "cut.json").write_text(text[: len(text) // 2])
+    with pytest.raises(ScheduleFileError, match="truncated"):
+        read_schedule(tmp_path / "cut.json")
+    with pytest.raises(ScheduleFileError, match="no such file"):
+        read_schedule(tmp_path / "absent.json")
+
+
+def test_reader_names_a_missing_key(tmp_path):
+    data = json.loads(dumps(run_baseline("1f1b", uniform(2, 2))))
+    del data["devices"][1]["ops"][0]["start"]
+    (tmp_path / "f.json").write_text(json.dumps(data))
+    with pytest.raises(ScheduleFileError, match=r"missing key devices\[1\].ops\[0\].start"):
+        read_schedule(tmp_path / "f.json")
+
+
+def test_torch_csv_rows_follow_the_order():
+    text = torch_csv(run_baseline("zb-h1", uniform(2, 2)))
+    assert text == "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"
+    assert torch_csv(run_baseline("1f1b", uniform(2, 2))).splitlines()[1] == "1F0,1B0,1F1,1B1"
+
+
+def test_torch_csv_refuses_two_pipes():
+    from zbsolve.simulator import simulate
+
+    problem = uniform(2, 2, placement="bidirectional")
+    from zbsolve.ops import Op
+
+    orders = [[Op("F", 0, 0, 0), Op("F", 1, 1, 1), Op("BW", 1, 1, 1), Op("BW", 0, 0, 0)],
+              [Op("F", 1, 0, 1), Op("F", 0, 1, 0), Op("BW", 0, 1, 0), Op("BW", 1, 0, 1)]]
+    with pytest.raises(ExportError, match="2 pipes"):
+        torch_csv(simulate(problem, orders))
+
+
+def test_chrome_trace_has_one_event_per_op():
+    s = run_baseline("zb-h1", uniform(2, 3))
+    events = [e for e in chrome_trace(s)["traceEvents"] if e["ph"] == "X"]
+    assert len(events) == 2 * 3 * 3
+    assert events[0]["args"] == {"kind": "F", "pipe": 0, "stage": 0, "microbatch": 0, "overlap": None}
+    assert events[0]["ts"] == 0 and events[0]["dur"] == 1000.0  # ms -> µs
+
+
+@pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
+def test_shipped_profiles_load_and_carry_a_source(path):
+    profile = load_profile(path)
+    assert len(profile.source) > 40
+    costs = profile.rank_costs(profile.devices or 8)
+    assert all(c.residual <= c.activation for c in costs)
+
+
+def test_zero_bubble_profile_values():
+    p = load_profile(Path(__file__).resolve().parent.parent / "models" / "zb-1.5b.json")
+    c = p.rank_costs(8)[0]
+    assert (c.F, c.B, c.W, p.comm) == (18.522, 18.086, 9.337, 0.601)
+    assert 0.36 < c.residual / c.activation < 0.44
+
+
+def test_overrides_and_unknown_keys():
+    base = {"name": "t", "source": "a test profile", "costs": {"F": 1, "B": 1, "W": 1}}
+    p = profile_from_dict({**base, "overrides": [{"stage": -1, "F": 3}]})
+    assert [c.F for c in p.rank_costs(3)] == [1, 1, 3]
+    with pytest.raises(ProfileError, match="unknown key 'comms'"):
+        profile_from_dict({**base, "comms": 1})
+    with pytest.raises(ProfileError, match=r"costs has unknown key 'f'"):
+        profile_from_dict({**base, "costs": {"F": 1, "B": 1, "W": 1, "f": 2}})
+    with pytest.raises(ProfileError, match="missing key 'W'"):
+        profile_from_dict({**base, "costs": {"F": 1, "B": 1}})
+    with pytest.raises(ProfileError, match="outside"):
+        profile_from_dict({**base, "overrides": [{"stage": 5, "F": 3}]}).rank_costs(3)

@@ -1,0 +1,50 @@
+"""Property tests over random small problems (uneven costs, comm, residual ratios, limits)."""
+
+import json
+
+import pytest
+from helpers import small_problems
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zbsolve.baselines import applicable, run_baseline
+from zbsolve.errors import ValidationError
+from zbsolve.ops import OpGraph
+from zbsolve.schedule_file import dumps, schedule_from_dict, schedule_to_dict
+from zbsolve.solvers import best_fitting_baseline, solve
+from zbsolve.validate import validate
+
+
+@given(small_problems())
+def test_every_baseline_validates_and_agrees_with_the_validator(problem):
+    for name in applicable(problem):
+        s = run_baseline(name, problem)
+        if s.over_memory_limit():
+            # the simulator's peak and the validator's must agree that the limit is broken
+            with pytest.raises(ValidationError, match="above the limit"):
+                validate(s)
+        else:
+            validate(s)  # also recomputes every reported metric
+
+
+@given(small_problems(), st.sampled_from(["gpipe", "1f1b", "zb-h1", "zb-h2"]))
+def test_json_round_trip_is_lossless(problem, name):
+    s = run_baseline(name, problem)
+    again = schedule_from_dict(json.loads(dumps(s)))
+    assert again == s
+    assert schedule_to_dict(again) == schedule_to_dict(s)
+
+
+@settings(max_examples=40)
+@given(small_problems(max_devices=3, max_microbatches=4))
+def test_solved_is_never_worse_than_a_fitting_baseline_and_validates(problem):
+    solved = solve(problem, "cpsat", time_limit=10, workers=1)
+    validate(solved)
+    best = best_fitting_baseline(problem, OpGraph(problem))
+    value = solved.metrics.span if problem.objective == "span" else solved.metrics.makespan
+    if best is not None:
+        reference = best.metrics.span if problem.objective == "span" else best.metrics.makespan
+        assert value <= reference + 1e-9
+    assert solved.solver.bound <= value + 1e-9
+    if solved.solver.status == "optimal":
+        assert solved.solver.gap == 0

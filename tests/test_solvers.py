@@ -1,0 +1,140 @@
+"""Pinned optimal values, agreement of both backends with each other and with brute force."""
+
+import itertools
+import threading
+
+import pytest
+from helpers import uniform
+
+from zbsolve.errors import InfeasibleError, UsageError
+from zbsolve.ops import Op
+from zbsolve.placements import build_problem
+from zbsolve.problem import StageCost
+from zbsolve.schedule_file import dumps
+from zbsolve.simulator import simulate
+from zbsolve.solvers import minimum_memory, solve
+from zbsolve.validate import validate
+
+BACKENDS = ["cpsat", "cbc"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_p4_m8_one_x_reaches_the_work_bound(backend):
+    s = solve(uniform(4, 8, memory="1x"), backend, time_limit=30, workers=1)
+    validate(s)
+    assert (s.solver.status, s.metrics.makespan, s.solver.bound, s.solver.gap) == ("optimal", 27, 27, 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_span_objective_two_x_has_zero_span_bubble(backend):
+    s = solve(uniform(4, 8, memory="2x", objective="span"), backend, time_limit=30, workers=1)
+    validate(s)
+    assert (s.solver.status, s.metrics.span, s.metrics.span_bubble_rate) == ("optimal", 24, 0)
+
+
+UNEVEN = [
+    # (rank-stage costs, M, comm, memory) with optima both backends proved.
+    ([StageCost(1, 2, 1, 1, 0.4), StageCost(2, 1, 1, 1, 0.5), StageCost(1.5, 1, 0.5, 1, 0.3)], 4, 0.3, "1.2x"),
+    ([StageCost(2, 1, 1, 2, 1), StageCost(1, 3, 0.5, 1, 0.5)], 3, 0.0, "0.75x"),
+    ([StageCost(1, 1, 2, 1, 0.5), StageCost(1, 1, 2, 1, 0.5), StageCost(3, 2, 1, 1, 0.5)], 3, 0.5, None),
+]
+UNEVEN_OPTIMA = [20.7, 22.0, 23.0]
+
+
+@pytest.mark.parametrize("case, optimum", list(zip(UNEVEN, UNEVEN_OPTIMA)))
+def test_uneven_costs_both_backends_agree_on_the_pinned_optimum(case, optimum):
+    costs, M, comm, memory = case
+    problem = build_problem(len(costs), M, costs, comm=comm, memory=memory)
+    values = []
+    for backend in BACKENDS:
+        s = solve(problem, backend, time_limit=60, workers=1)
+        validate(s)
+        assert s.solver.status == "optimal"
+        values.append(s.metrics.makespan)
+    assert values == [pytest.approx(optimum)] * 2
+
+
+def brute_force_makespan(problem):
+    """Best ASAP makespan over every interleaving of two devices' ops (tiny problems only)."""
+    from zbsolve.ops import OpGraph
+
+    graph = OpGraph(problem)
+    per_device = [[op for op in graph.ops() if graph.device(op) == d] for d in range(problem.devices)]
+    best = None
+    for orders in itertools.product(*(itertools.permutations(ops) for ops in per_device)):
+        try:
+            s = simulate(graph, [list(o) for o in orders])
+        except Exception:
+            continue  # an order that deadlocks
+        if s.over_memory_limit():
+            continue
+        best = s.metrics.makespan if best is None else min(best, s.metrics.makespan)
+    return best
+
+
+def test_brute_force_agrees_on_a_tiny_uneven_case():
+    problem = build_problem(2, 2, [StageCost(1, 2, 1, 1, 0.5), StageCost(2, 1, 0.5, 1, 0.5)],
+                            comm=0.5, memory="0.75x")
+    expected = brute_force_makespan(problem)
+    for backend in BACKENDS:
+        assert solve(problem, backend, time_limit=30, workers=1).metrics.makespan == pytest.approx(expected)
+
+
+def test_fused_backward_problem_uses_bw_only():
+    s = solve(uniform(3, 4, split_backward=False, memory="1x"), "cpsat", time_limit=20, workers=1)
+    validate(s)
+    assert {t.op.kind for ops in s.devices for t in ops} == {"F", "BW"}
+    assert s.metrics.makespan == 18  # 1F1B is optimal here: (M+P-1)(F+BW)
+
+
+def test_limit_below_one_microbatch_is_infeasible_at_once_with_the_minimum():
+    problem = uniform(4, 8, memory="0.1x")
+    assert minimum_memory(problem) == [1.0] * 4
+    with pytest.raises(InfeasibleError, match=r"smallest limit that works is 1 \(0.25x U\)"):
+        solve(problem)
+
+
+def test_same_seed_one_worker_is_repeatable():
+    problem = build_problem(3, 5, [StageCost(1, 1.5, 1, 1, 0.5), StageCost(1.2, 1, 0.7, 1, 0.5),
+                                   StageCost(1, 1, 1, 1, 0.5)], comm=0.1, memory="1.5x")
+    a = solve(problem, "cpsat", time_limit=10, workers=1, seed=3)
+    b = solve(problem, "cpsat", time_limit=10, workers=1, seed=3)
+    strip = lambda s: dumps(s).split('"wall_time_s"')[0]  # noqa: E731
+    assert strip(a) == strip(b)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(solver="gurobi"), "unknown solver"),
+    (dict(time_limit=0), "time limit"),
+    (dict(time_limit=-3), "time limit"),
+    (dict(workers=0), "workers"),
+])
+def test_bad_solver_options(kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        solve(uniform(2, 2), **kwargs)
+
+
+def test_stop_event_before_start_keeps_the_warm_start():
+    stop = threading.Event()
+    stop.set()
+    s = solve(uniform(4, 8, memory="1x"), "cpsat", time_limit=20, workers=1, stop=stop)
+    validate(s)
+    assert s.metrics.makespan <= 27
+
+
+def test_cbc_refuses_overlap_and_names_cpsat():
+    problem = uniform(2, 2, fb_overlap=1.5)
+    with pytest.raises(UsageError, match="cpsat"):
+        solve(problem, "cbc", time_limit=5)
+
+
+def test_progress_reports_values_in_problem_units():
+    seen = []
+    solve(uniform(3, 6, F=0.5, B=0.5, W=0.5, memory="1x"), "cpsat", time_limit=10, workers=1,
+          progress=lambda best, bound, t: seen.append((best, bound)))
+    assert any(best == pytest.approx(0.5 * (3 * 6 + 2)) for best, _ in seen if best is not None)
+
+
+def test_op_text_round_trips():
+    for op in (Op("F", 0, 3, 1), Op("BW", 1, 0, 12), Op("W", 0, 0, 0)):
+        assert Op.parse(str(op)) == op
