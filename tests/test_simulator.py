@@ -1,12 +1,11 @@
 """The simulator reports orders that cannot run, naming the stuck op, instead of looping."""
 
 import pytest
+from helpers import uniform
 
 from zbsolve.errors import ScheduleError
 from zbsolve.ops import Op
 from zbsolve.simulator import simulate
-
-from helpers import uniform
 
 
 def test_deadlocked_order_names_the_stuck_op():

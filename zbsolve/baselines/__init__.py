@@ -11,7 +11,7 @@ from zbsolve.problem import Problem
 from zbsolve.schedule import Schedule
 from zbsolve.simulator import simulate
 
-from . import single
+from . import chunked, dualpipe, single
 
 
 def _needs_single(problem: Problem) -> str | None:
@@ -25,6 +25,42 @@ def _needs_single_split(problem: Problem) -> str | None:
         return f"needs the single placement (this problem is {problem.placement})"
     if not problem.split_backward:
         return "needs split_backward (B and W as separate ops)"
+    return None
+
+
+def _needs_interleaved(problem: Problem) -> str | None:
+    if not problem.placement.startswith("interleaved:"):
+        return f"needs an interleaved:V placement (this problem is {problem.placement})"
+    if problem.microbatches % problem.devices:
+        return (f"needs the number of microbatches ({problem.microbatches}) to be a multiple of "
+                f"the number of ranks ({problem.devices})")
+    return None
+
+
+def _needs_vshape_split(problem: Problem) -> str | None:
+    if problem.placement != "vshape":
+        return f"needs the vshape placement (this problem is {problem.placement})"
+    if not problem.split_backward:
+        return "needs split_backward (B and W as separate ops)"
+    return None
+
+
+def _needs_dualpipe(problem: Problem) -> str | None:
+    if problem.placement != "bidirectional":
+        return f"needs the bidirectional placement (this problem is {problem.placement})"
+    if not problem.split_backward:
+        return "needs split_backward (it defers some weight gradients)"
+    if problem.microbatches < 2 * problem.devices:
+        return f"needs at least 2P = {2 * problem.devices} microbatches, got {problem.microbatches}"
+    return None
+
+
+def _needs_dualpipe_v(problem: Problem) -> str | None:
+    reason = _needs_vshape_split(problem)
+    if reason:
+        return reason
+    if problem.microbatches < 2 * problem.devices:
+        return f"needs at least 2P = {2 * problem.devices} microbatches, got {problem.microbatches}"
     return None
 
 
@@ -43,6 +79,10 @@ BASELINES: dict[str, Baseline] = {
         Baseline("1f1b", "1F1B", single.one_f_one_b, _needs_single),
         Baseline("zb-h1", "ZB-H1", single.zb_h1, _needs_single_split),
         Baseline("zb-h2", "ZB-H2", single.zb_h2, _needs_single_split),
+        Baseline("interleaved", "interleaved 1F1B", chunked.interleaved_1f1b, _needs_interleaved),
+        Baseline("zb-v", "ZB-V", chunked.zb_v, _needs_vshape_split),
+        Baseline("dualpipe", "DualPipe", dualpipe.dualpipe, _needs_dualpipe),
+        Baseline("dualpipev", "DualPipeV", dualpipe.dualpipe_v, _needs_dualpipe_v),
     )
 }
 
