@@ -20,12 +20,12 @@ def _needs_single(problem: Problem) -> str | None:
     return None
 
 
+def _needs_split(problem: Problem) -> str | None:
+    return None if problem.split_backward else "needs split_backward (B and W as separate ops)"
+
+
 def _needs_single_split(problem: Problem) -> str | None:
-    if problem.placement != "single":
-        return f"needs the single placement (this problem is {problem.placement})"
-    if not problem.split_backward:
-        return "needs split_backward (B and W as separate ops)"
-    return None
+    return _needs_single(problem) or _needs_split(problem)
 
 
 def _needs_interleaved(problem: Problem) -> str | None:
@@ -40,28 +40,23 @@ def _needs_interleaved(problem: Problem) -> str | None:
 def _needs_vshape_split(problem: Problem) -> str | None:
     if problem.placement != "vshape":
         return f"needs the vshape placement (this problem is {problem.placement})"
-    if not problem.split_backward:
-        return "needs split_backward (B and W as separate ops)"
+    return _needs_split(problem)
+
+
+def _needs_two_p_microbatches(problem: Problem) -> str | None:
+    if problem.microbatches < 2 * problem.devices:
+        return f"needs at least 2P = {2 * problem.devices} microbatches, got {problem.microbatches}"
     return None
 
 
 def _needs_dualpipe(problem: Problem) -> str | None:
     if problem.placement != "bidirectional":
         return f"needs the bidirectional placement (this problem is {problem.placement})"
-    if not problem.split_backward:
-        return "needs split_backward (it defers some weight gradients)"
-    if problem.microbatches < 2 * problem.devices:
-        return f"needs at least 2P = {2 * problem.devices} microbatches, got {problem.microbatches}"
-    return None
+    return _needs_split(problem) or _needs_two_p_microbatches(problem)
 
 
 def _needs_dualpipe_v(problem: Problem) -> str | None:
-    reason = _needs_vshape_split(problem)
-    if reason:
-        return reason
-    if problem.microbatches < 2 * problem.devices:
-        return f"needs at least 2P = {2 * problem.devices} microbatches, got {problem.microbatches}"
-    return None
+    return _needs_vshape_split(problem) or _needs_two_p_microbatches(problem)
 
 
 @dataclass(frozen=True)
