@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from zbsolve.baselines import BASELINES, applicable, run_baseline
-from zbsolve.errors import UsageError, ValidationError
+from zbsolve.errors import ValidationError
 from zbsolve.export.chrome_trace import write_chrome_trace
 from zbsolve.export.torch_csv import write_torch_csv
 from zbsolve.files import check_writable
@@ -155,5 +155,3 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("--format", required=True, choices=("torch-csv", "chrome-trace"))
     p.add_argument("-o", "--output", required=True, metavar="FILE")
 
-
-__all__ = ["register", "UsageError"]

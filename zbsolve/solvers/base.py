@@ -107,15 +107,16 @@ def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
     chains: dict[tuple, list[Op]] = {}
     for op in ops:  # ops() lists microbatches in order within a pipe
         chains.setdefault((op.kind, op.pipe, op.stage), []).append(op)
+    topological = _topological(ops, predecessors)
     head: dict[Op, int] = {}
-    for op in _topological(ops, predecessors):
+    for op in topological:
         head[op] = max((head[p] + duration[p] + d for p, d in predecessors[op]), default=0)
     successors: dict[Op, list[tuple[Op, int]]] = {op: [] for op in ops}
     for op in ops:
         for pred, delay in predecessors[op]:
             successors[pred].append((op, delay))
     tail: dict[Op, int] = {}
-    for op in reversed(_topological(ops, predecessors)):
+    for op in reversed(topological):
         tail[op] = duration[op] + max((d + tail[s] for s, d in successors[op]), default=0)
     edges = sum(1 for op in ops for _, d in predecessors[op] if d)
     horizon = sum(duration.values()) + edges * (graph.comm // unit)

@@ -65,10 +65,8 @@ class _Model:
 
     def precedes(self, a: Op, b: Op):
         """1 if a runs before b on their device: a constant or an ordering binary."""
-        if self.ancestors[b] >> self.index[a] & 1:
-            return 1
-        if self.ancestors[a] >> self.index[b] & 1:
-            return 0
+        if self.precedes_fixed(a, b):
+            return int(self.ancestors[b] >> self.index[a] & 1)
         if (a, b) in self.order:
             return self.order[(a, b)]
         return 1 - self.order[(b, a)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from ortools.sat.python import cp_model
@@ -141,8 +142,6 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
 
 def _watch_stop(data: SolveInput, solver: cp_model.CpSolver):
     """Stop the search soon after `data.stop` is set (Ctrl-C), even between solutions."""
-    import threading
-
     finished = threading.Event()
 
     def watch() -> None:
