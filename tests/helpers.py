@@ -34,3 +34,21 @@ def small_problems(draw, max_devices=4, max_microbatches=6, memory=True):
         comm=draw(st.sampled_from([0.0, 0.1, 0.5])), memory=limit,
         objective=draw(st.sampled_from(["makespan", "span"])),
     )
+
+
+@st.composite
+def placed_problems(draw, max_microbatches=4, memory=True):
+    """Small problems on every placement, sometimes with F&B overlap (any positive length,
+    even one shorter than its halves, which the solver and validator must still handle)."""
+    placement = draw(st.sampled_from(["single", "interleaved:2", "vshape", "bidirectional"]))
+    if placement == "bidirectional":
+        P, M = draw(st.sampled_from([2, 4])), 2 * draw(st.integers(1, max_microbatches // 2))
+    else:
+        P, M = draw(st.integers(1, 3)), draw(st.integers(1, max_microbatches))
+    limit = draw(st.sampled_from([None, "1x", "1.5x", "2x"])) if memory else None
+    overlap = draw(st.one_of(st.none(), st.integers(1, 60).map(lambda n: n / 10)))
+    return build_problem(
+        P, M, draw(stage_costs(P)), placement=placement,
+        comm=draw(st.sampled_from([0.0, 0.1, 0.5])), memory=limit, fb_overlap=overlap,
+        split_backward=draw(st.booleans()), objective=draw(st.sampled_from(["makespan", "span"])),
+    )

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from helpers import small_problems
+from helpers import placed_problems, small_problems
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,8 +15,7 @@ from zbsolve.solvers import best_fitting_baseline, solve
 from zbsolve.validate import validate
 
 
-@given(small_problems())
-def test_every_baseline_validates_and_agrees_with_the_validator(problem):
+def check_every_applicable_baseline(problem):
     for name in applicable(problem):
         s = run_baseline(name, problem)
         if s.over_memory_limit():
@@ -25,6 +24,11 @@ def test_every_baseline_validates_and_agrees_with_the_validator(problem):
                 validate(s)
         else:
             validate(s)  # also recomputes every reported metric
+
+
+@given(small_problems())
+def test_every_baseline_validates_and_agrees_with_the_validator(problem):
+    check_every_applicable_baseline(problem)
 
 
 @given(small_problems(), st.sampled_from(["gpipe", "1f1b", "zb-h1", "zb-h2"]))
@@ -48,3 +52,20 @@ def test_solved_is_never_worse_than_a_fitting_baseline_and_validates(problem):
     assert solved.solver.bound <= value + 1e-9
     if solved.solver.status == "optimal":
         assert solved.solver.gap == 0
+
+
+@given(placed_problems())
+def test_baselines_on_every_placement_validate(problem):
+    check_every_applicable_baseline(problem)
+
+
+@settings(max_examples=30)
+@given(placed_problems(max_microbatches=4))
+def test_solved_on_every_placement_validates_and_beats_fitting_baselines(problem):
+    solved = solve(problem, "cpsat", time_limit=10, workers=1)
+    validate(solved)
+    value = solved.metrics.span if problem.objective == "span" else solved.metrics.makespan
+    best = best_fitting_baseline(problem, OpGraph(problem))
+    if best is not None:
+        assert value <= (best.metrics.span if problem.objective == "span" else best.metrics.makespan) + 1e-9
+    assert solved.solver.bound <= value + 1e-9

@@ -87,25 +87,57 @@ def _value(schedule: Schedule) -> float:
     return m.span if schedule.problem.objective == "span" else m.makespan
 
 
-def _hint_from(schedule: Schedule, data: SolveInput) -> dict[Op, int]:
-    """Start times of a schedule in solver units; a fused BW becomes B then W back to back."""
+def _hint_from(schedule: Schedule, data: SolveInput) -> tuple[dict[Op, int], set[tuple[Op, Op]]]:
+    """Start times of a schedule in solver units, and its overlapped pairs.
+
+    A fused BW becomes B then W back to back, or B with its W absorbed when paired.
+    """
     graph, unit = data.graph, data.unit
     hint: dict[Op, int] = {}
-    for ops in schedule.devices:
-        for t in ops:
-            start = graph.ticks(t.start) // unit
-            if t.op.kind == "BW" and data.split:
-                b = Op("B", t.op.pipe, t.op.stage, t.op.microbatch)
-                hint[b] = start
-                hint[Op("W", b.pipe, b.stage, b.microbatch)] = start + data.duration[b]
-            else:
-                hint[t.op] = start
-    return hint if set(hint) == set(data.ops) else {}
+    pairs: set[tuple[Op, Op]] = set()
+    starts = {t.op: graph.ticks(t.start) // unit for ops in schedule.devices for t in ops}
+    for slots in schedule.order():
+        for slot in slots:
+            if len(slot) == 2:
+                f, b = sorted(slot, key=lambda op: op.kind != "F")
+                b = Op("B", b.pipe, b.stage, b.microbatch) if data.split else b
+                pairs.add((f, b))
+    paired = {b for _, b in pairs}
+    for op, start in starts.items():
+        if op.kind == "BW" and data.split:
+            b = Op("B", op.pipe, op.stage, op.microbatch)
+            hint[b] = start
+            w_start = start + (data.pair_duration if b in paired else data.duration[b])
+            hint[Op("W", b.pipe, b.stage, b.microbatch)] = w_start
+        else:
+            hint[op] = start
+    if set(hint) != set(data.ops):
+        return {}, set()
+    return hint, pairs
 
 
-def _orders_from(result: BackendResult, data: SolveInput) -> list[list[Op]]:
+def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op, ...]]]:
+    """Per-device slots in start order; a pair becomes one (F, B or BW) slot, and a split
+    backward whose W the pair absorbed runs as the fused BW."""
     rank = {op: j for j, op in enumerate(data.ops)}
-    return [sorted(ops, key=lambda op: (result.starts[op], rank[op])) for ops in data.device_ops]
+    partner = {}
+    for f, b in result.pairs:
+        partner[f] = b
+        partner[b] = f
+    absorbed = {Op("W", b.pipe, b.stage, b.microbatch) for _, b in result.pairs}
+    orders = []
+    for ops in data.device_ops:
+        slots = []
+        for op in sorted(ops, key=lambda op: (result.starts[op], rank[op])):
+            if op in absorbed or (op in partner and op.kind != "F"):
+                continue
+            if op in partner:
+                b = partner[op]
+                slots.append((op, Op("BW", b.pipe, b.stage, b.microbatch)))
+            else:
+                slots.append((op,))
+        orders.append(slots)
+    return orders
 
 
 def solve(
@@ -134,7 +166,8 @@ def solve(
         data.stop = stop
     warm = best_fitting_baseline(problem, graph) if warm_start else None
     if warm is not None:
-        data.hint = _hint_from(warm, data) or None
+        hint, data.hint_pairs = _hint_from(warm, data)
+        data.hint = hint or None
     result = _backend(solver)(data)
     return _finish(problem, graph, data, solver, result, warm)
 
@@ -155,10 +188,11 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
             )
             raise SolverError(f"{reason} {solver}; try a longer --time-limit or a looser --memory")
     else:
+        orders = _orders_from(result, data)
         release = None
         if problem.objective == "span":  # keep each device's first op where the solver put it
-            release = {ops[0]: result.starts[ops[0]] * data.unit for ops in _orders_from(result, data)}
-        schedule = simulate(graph, _orders_from(result, data), "solved", release=release)
+            release = {slots[0][0]: result.starts[slots[0][0]] * data.unit for slots in orders if slots}
+        schedule = simulate(graph, orders, "solved", release=release)
     if warm is not None and _value(warm) < _value(schedule):
         schedule = warm  # the backend stopped early with something worse than the warm start
     validate(schedule)
@@ -168,12 +202,6 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
         bound = max(bound, data.value(math.ceil(result.bound - 1e-6)))
     bound = min(bound, value)
     status = "interrupted" if result.interrupted else result.status
-    if problem.fb_overlap is not None:
-        # The model runs every op alone; overlapped pairs are shorter, so neither its
-        # bound nor the work bound holds for the overlap problem: report no bound.
-        info = replace(info, status="interrupted" if result.interrupted else "feasible", objective=value,
-                       message="F&B overlap is not modelled by the solver: no bound")
-        return replace(schedule, name="solved", solver=info)
     if status != "optimal" and math.isclose(bound, value, rel_tol=1e-12):
         status = "optimal"  # the value meets a proven lower bound
         info = replace(info, message=info.message or "optimality proven by the lower bound")

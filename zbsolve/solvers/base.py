@@ -34,7 +34,9 @@ class SolveInput:
     horizon: int
     objective: str
     unit: int  # ticks per solver unit
+    pair_duration: int | None = None  # an overlapped F&B pair's length, when fb_overlap is set
     hint: dict[Op, int] | None = None
+    hint_pairs: set[tuple[Op, Op]] = field(default_factory=set)  # (F, B or BW) overlapped in the hint
     time_limit: float = 60.0
     workers: int = 1
     seed: int = 0
@@ -50,26 +52,72 @@ class SolveInput:
         return any(op.kind == "B" for op in self.ops)
 
     def sinks(self) -> list[Op]:
-        """Last op of each chain of backward ops that nothing waits for."""
-        return [c[-1] for c in self.chains if c[-1].kind in ("W", "BW")]
+        """Backward ops that nothing waits for and that may end last: the last of each
+        ordered chain, or every W when pairs may absorb any of them (see `ordered`)."""
+        return [
+            op for c in self.chains if c[-1].kind in ("W", "BW")
+            for op in (c[-1:] if self.ordered(c) else c)
+        ]
+
+    def ordered(self, chain: list[Op]) -> bool:
+        """Whether the ops of a chain may be taken in microbatch order without loss.
+
+        Identical microbatches can be relabelled so each stage runs them in order, except
+        W with F&B pairs: a pair absorbs its own microbatch's W, so a later microbatch's W
+        may legitimately end before an earlier one's (DualPipe defers W this way).
+        """
+        return not (self.pair_duration is not None and chain[0].kind == "W")
+
+    def shortest(self, op: Op) -> int:
+        """The least time the op can occupy: a pair may be shorter than its halves, and a W
+        absorbed into a pair takes no time of its own."""
+        if self.pair_duration is None:
+            return self.duration[op]
+        if op.kind == "W":
+            return 0
+        return min(self.duration[op], self.pair_duration)
+
+    def pair_saving(self, device_ops: list[Op]) -> int:
+        """An upper bound on the device time F&B pairs can save on one device."""
+        if self.pair_duration is None:
+            return 0
+        full = {op: self.duration[op] + self._absorbed(op) for op in device_ops if op.kind in ("B", "BW")}
+        forwards = [op for op in device_ops if op.kind == "F"]
+
+        def saving(f: Op, b: Op) -> int:
+            if (f.pipe, f.stage) == (b.pipe, b.stage):
+                return 0
+            return max(0, self.duration[f] + full[b] - self.pair_duration)
+
+        by_forward = sum(max((saving(f, b) for b in full), default=0) for f in forwards)
+        by_backward = sum(max((saving(f, b) for f in forwards), default=0) for b in full)
+        return min(by_forward, by_backward)
+
+    def _absorbed(self, op: Op) -> int:
+        w = Op("W", op.pipe, op.stage, op.microbatch)
+        return self.duration[w] if op.kind == "B" else 0
 
     def lower_bound(self) -> int:
         """A valid bound on the objective, from each device's work alone.
 
         makespan: some op starts first on the device (no earlier than the smallest head),
-        all its work follows, and the op that ends last still needs its tail after it.
+        all its work follows, and the op that ends last still needs its tail after it; and
+        no op ends before its own chain of dependencies (head + tail).
         span: a device is busy for all its work within its own span.
+        F&B pairs lower the work by at most `pair_saving`.
         """
         best = 0
+        if self.objective == "makespan":
+            best = max(self.head[op] + self.tail[op] for op in self.ops)
         for ops in self.device_ops:
             if not ops:
                 continue
-            work = sum(self.duration[op] for op in ops)
+            work = sum(self.duration[op] for op in ops) - self.pair_saving(ops)
             if self.objective == "span":
                 best = max(best, work)
             else:
                 head = min(self.head[op] for op in ops)
-                after = min(self.tail[op] - self.duration[op] for op in ops)
+                after = min(self.tail[op] - self.shortest(op) for op in ops)
                 best = max(best, head + work + after)
         return best
 
@@ -89,6 +137,7 @@ class BackendResult:
     wall_time: float
     message: str | None = None
     interrupted: bool = False
+    pairs: list[tuple[Op, Op]] = field(default_factory=list)  # (F, B or BW) run as overlapped pairs
 
 
 def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
@@ -107,26 +156,26 @@ def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
     chains: dict[tuple, list[Op]] = {}
     for op in ops:  # ops() lists microbatches in order within a pipe
         chains.setdefault((op.kind, op.pipe, op.stage), []).append(op)
+    edges = sum(1 for op in ops for _, d in predecessors[op] if d)
+    horizon = sum(duration.values()) + edges * (graph.comm // unit)
+    data = SolveInput(
+        graph=graph, ops=ops, duration=duration, predecessors=predecessors,
+        device_ops=device_ops, memory_effect={op: graph.memory_effect(op) for op in ops},
+        memory_limit=graph.memory_limit, chains=list(chains.values()), head={}, tail={},
+        horizon=horizon, objective=objective, unit=unit,
+        pair_duration=None if graph.fb_overlap is None else graph.fb_overlap // unit,
+    )
+    # Earliest start and least remaining time, with each op at its shortest (pairs included).
     topological = _topological(ops, predecessors)
-    head: dict[Op, int] = {}
     for op in topological:
-        head[op] = max((head[p] + duration[p] + d for p, d in predecessors[op]), default=0)
+        data.head[op] = max((data.head[p] + data.shortest(p) + d for p, d in predecessors[op]), default=0)
     successors: dict[Op, list[tuple[Op, int]]] = {op: [] for op in ops}
     for op in ops:
         for pred, delay in predecessors[op]:
             successors[pred].append((op, delay))
-    tail: dict[Op, int] = {}
     for op in reversed(topological):
-        tail[op] = duration[op] + max((d + tail[s] for s, d in successors[op]), default=0)
-    edges = sum(1 for op in ops for _, d in predecessors[op] if d)
-    horizon = sum(duration.values()) + edges * (graph.comm // unit)
-    limit = graph.memory_limit
-    return SolveInput(
-        graph=graph, ops=ops, duration=duration, predecessors=predecessors,
-        device_ops=device_ops, memory_effect={op: graph.memory_effect(op) for op in ops},
-        memory_limit=limit, chains=list(chains.values()), head=head, tail=tail,
-        horizon=horizon, objective=objective, unit=unit,
-    )
+        data.tail[op] = data.shortest(op) + max((d + data.tail[s] for s, d in successors[op]), default=0)
+    return data
 
 
 def _topological(ops: list[Op], predecessors: dict[Op, list[tuple[Op, int]]]) -> list[Op]:

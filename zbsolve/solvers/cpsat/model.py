@@ -10,6 +10,8 @@ from ortools.sat.python import cp_model
 from zbsolve.ops import Op
 from zbsolve.solvers.base import BackendResult, SolveInput
 
+from .pairs import Pairs
+
 STATUS = {
     cp_model.OPTIMAL: "optimal",
     cp_model.FEASIBLE: "feasible",
@@ -22,25 +24,48 @@ STATUS = {
 def build_model(data: SolveInput):
     model = cp_model.CpModel()
     H = data.horizon
-    start, end, interval = {}, {}, {}
-    for op in data.ops:
-        d = data.duration[op]
-        name = str(op)
-        start[op] = model.NewIntVar(data.head[op], H - data.tail[op], f"s{name}")
-        end[op] = start[op] + d
-        interval[op] = model.NewFixedSizeIntervalVar(start[op], d, f"i{name}")
+    start = {op: model.NewIntVar(data.head[op], H - data.tail[op], f"s{op}") for op in data.ops}
+    pairs = Pairs(model, data, start) if data.pair_duration is not None else None
+    end, device_intervals = _occupancy(model, data, start, pairs)
     for op in data.ops:
         for pred, delay in data.predecessors[op]:
-            model.Add(start[op] >= start[pred] + data.duration[pred] + delay)
+            model.Add(start[op] >= end[pred] + delay)
     for chain in data.chains:  # identical microbatches: take them in order
-        for a, b in zip(chain, chain[1:]):
-            model.Add(start[b] >= start[a] + data.duration[a])
-    for ops in data.device_ops:
-        model.AddNoOverlap([interval[op] for op in ops])
+        if data.ordered(chain):
+            for a, b in zip(chain, chain[1:]):
+                model.Add(start[b] >= start[a] + data.shortest(a))
+    for intervals in device_intervals:
+        model.AddNoOverlap(intervals)
     if data.memory_limit is not None:
         _add_memory(model, data, start, end)
     objective = _add_objective(model, data, start, end)
-    return model, start, objective
+    return model, start, objective, pairs
+
+
+def _occupancy(model, data: SolveInput, start, pairs: Pairs | None):
+    """Each op's end (when its result is ready) and the intervals that occupy each device."""
+    end, device_intervals = {}, [[] for _ in data.device_ops]
+    for d, ops in enumerate(data.device_ops):
+        for op in sorted(ops, key=lambda op: op.kind == "W"):  # a W's end may follow its B's
+            duration, name = data.duration[op], str(op)
+            alone = True if pairs is None else pairs.alone(model, op)
+            if alone is True:
+                device_intervals[d].append(model.NewFixedSizeIntervalVar(start[op], duration, f"i{name}"))
+                end[op] = start[op] + duration
+                continue
+            device_intervals[d].append(
+                model.NewOptionalFixedSizeIntervalVar(start[op], duration, alone, f"i{name}")
+            )
+            if op.kind != "W":
+                end[op] = pairs.end(model, op, start[op])
+                continue
+            done = model.NewIntVar(0, data.horizon, f"done{name}")  # an absorbed W ends with its pair
+            model.Add(done == start[op] + duration).OnlyEnforceIf(alone)
+            model.Add(done == end[Op("B", op.pipe, op.stage, op.microbatch)]).OnlyEnforceIf(alone.Not())
+            end[op] = done
+        if pairs is not None:
+            device_intervals[d].extend(pairs.intervals[d])
+    return end, device_intervals
 
 
 def _add_memory(model, data: SolveInput, start, end) -> None:
@@ -108,10 +133,12 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 def solve_cpsat(data: SolveInput) -> BackendResult:
     t0 = time.monotonic()
-    model, start, objective = build_model(data)
+    model, start, objective, pairs = build_model(data)
     if data.hint:
         for op, value in data.hint.items():
             model.AddHint(start[op], value)
+        if pairs is not None:
+            pairs.hint(model, data.hint_pairs)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(data.time_limit)
     solver.parameters.num_workers = int(data.workers)
@@ -132,11 +159,12 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         starts = {op: solver.Value(var) for op, var in start.items()}
         value = int(solver.ObjectiveValue())
         bound = solver.BestObjectiveBound()
+        chosen = pairs.chosen(solver) if pairs is not None else []
     else:
-        starts, value, bound = None, None, None
+        starts, value, bound, chosen = None, None, None, []
     return BackendResult(
         status=status, starts=starts, objective=value, bound=bound,
-        wall_time=time.monotonic() - t0, interrupted=interrupted,
+        wall_time=time.monotonic() - t0, interrupted=interrupted, pairs=chosen,
     )
 
 

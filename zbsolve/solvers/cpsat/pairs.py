@@ -1,0 +1,76 @@
+"""Optional overlapped F&B pairs for the CP-SAT model (DESIGN §4.4).
+
+A pair runs one F and one full backward of another stage on the same device, both
+starting together and both ending `pair_duration` later. Only F&BW pairs are offered: in
+split mode the B's own W is absorbed into the pair. Pairing F with a bare B and running
+its W later is never better, since the pair lasts the same, W must still run, and its
+residual would be held longer.
+"""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from zbsolve.ops import Op
+from zbsolve.solvers.base import SolveInput
+
+
+class Pairs:
+    def __init__(self, model: cp_model.CpModel, data: SolveInput, start: dict) -> None:
+        self.data = data
+        self.literal: dict[tuple[Op, Op], cp_model.IntVar] = {}
+        self.intervals: list[list] = [[] for _ in data.device_ops]
+        member: dict[Op, list] = {}
+        length = data.pair_duration
+        for d, ops in enumerate(data.device_ops):
+            forwards = [op for op in ops if op.kind == "F"]
+            backwards = [op for op in ops if op.kind in ("B", "BW")]
+            for f in forwards:
+                for b in backwards:
+                    if (f.pipe, f.stage) == (b.pipe, b.stage) or not self._may_meet(f, b):
+                        continue
+                    x = model.NewBoolVar(f"pair{f}_{b}")
+                    model.Add(start[f] == start[b]).OnlyEnforceIf(x)
+                    self.intervals[d].append(model.NewOptionalFixedSizeIntervalVar(start[f], length, x, f"ip{f}_{b}"))
+                    self.literal[(f, b)] = x
+                    member.setdefault(f, []).append(x)
+                    member.setdefault(b, []).append(x)
+        self.paired: dict[Op, cp_model.LinearExpr | int] = {}
+        self._alone: dict[Op, cp_model.IntVar] = {}
+        for op, literals in member.items():
+            model.AddAtMostOne(literals)
+            self.paired[op] = sum(literals)
+
+    def _may_meet(self, f: Op, b: Op) -> bool:
+        """Both halves start together: their start windows must intersect."""
+        data = self.data
+        latest = min(data.horizon - data.tail[f], data.horizon - data.tail[b])
+        return max(data.head[f], data.head[b]) <= latest
+
+    def alone(self, model: cp_model.CpModel, op: Op):
+        """A literal true when `op` runs by itself (for W: when its B is not paired)."""
+        owner = Op("B", op.pipe, op.stage, op.microbatch) if op.kind == "W" else op
+        if owner not in self.paired:
+            return True
+        if owner not in self._alone:
+            literal = model.NewBoolVar(f"alone{owner}")
+            model.Add(self.paired[owner] == 0).OnlyEnforceIf(literal)
+            model.Add(self.paired[owner] == 1).OnlyEnforceIf(literal.Not())
+            self._alone[owner] = literal
+        return self._alone[owner]
+
+    def end(self, model: cp_model.CpModel, op: Op, start):
+        """When F, B or BW hands on its result: its own end, or the pair's."""
+        duration = self.data.duration[op]
+        if op not in self.paired:
+            return start + duration
+        end = model.NewIntVar(0, 2 * self.data.horizon, f"e{op}")  # a variable: intervals need affine ends
+        model.Add(end == start + duration + (self.data.pair_duration - duration) * self.paired[op])
+        return end
+
+    def chosen(self, solver: cp_model.CpSolver) -> list[tuple[Op, Op]]:
+        return [pair for pair, x in self.literal.items() if solver.BooleanValue(x)]
+
+    def hint(self, model: cp_model.CpModel, pairs: set[tuple[Op, Op]]) -> None:
+        for pair, x in self.literal.items():
+            model.AddHint(x, pair in pairs)
