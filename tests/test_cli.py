@@ -44,6 +44,32 @@ def test_compare_on_the_zero_bubble_profile_lists_every_baseline(capsys, tmp_pat
         assert run(capsys, "validate", str(path))[0] == 0
 
 
+@pytest.mark.parametrize("name, placement, extra", [
+    ("interleaved", "interleaved:2", []),
+    ("zb-v", "vshape", []),
+    ("dualpipe", "bidirectional", ["--fb-overlap", "2.4"]),
+    ("dualpipev", "vshape", ["--fb-overlap", "1.2"]),
+])
+def test_placement_baselines_write_files_that_validate(capsys, tmp_path, name, placement, extra):
+    path = tmp_path / f"{name}.json"
+    code, out, _ = run(capsys, "baseline", name, "--stages", "4", "--microbatches", "8",
+                       "--placement", placement, *extra, "-o", str(path))
+    assert code == 0 and name in out
+    assert run(capsys, "validate", str(path))[0] == 0
+
+
+def test_solve_with_overlap_writes_pairs_that_validate_and_export(capsys, tmp_path):
+    out_json, out_csv = tmp_path / "v.json", tmp_path / "v.csv"
+    code, out, _ = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--placement", "vshape",
+                       "--fb-overlap", "1.2", "--time-limit", "10", "-q", "-o", str(out_json),
+                       "--torch-csv", str(out_csv))
+    assert code == 0
+    data = json.loads(out_json.read_text())
+    assert any(op.get("overlap") is not None for device in data["devices"] for op in device["ops"])
+    assert "OVERLAP_F_B" in out_csv.read_text()
+    assert run(capsys, "validate", str(out_json))[0] == 0
+
+
 def test_solve_writes_schedule_and_torch_csv(capsys, tmp_path):
     out_json, out_csv = tmp_path / "a.json", tmp_path / "a.csv"
     code, out, _ = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--memory", "1x",
