@@ -103,7 +103,9 @@ def test_export_torch_csv(capsys, tmp_path):
 BAD = [
     (["--stages", "0", "--microbatches", "8"], "--stages"),
     (["--stages", "4", "--microbatches", "0"], "--microbatches"),
-    (["--stages", "4", "--microbatches", "8", "--F", "-1"], "F must be >= 0"),
+    (["--stages", "4", "--microbatches", "8", "--F", "-1"], "--F must be >= 0, got -1"),
+    (["--stages", "4", "--microbatches", "8", "--fb-overlap", "0"], "--fb-overlap must be > 0"),
+    (["--stages", "4096", "--microbatches", "1000000"], "make 12,288,000,000 ops; zbsolve handles at most"),
     (["--stages", "4", "--microbatches", "8", "--B", "nan"], "--B must be a finite number"),
     (["--stages", "4", "--microbatches", "8", "--activation", "1", "--residual", "2"], "residual"),
     (["--stages", "4", "--microbatches", "8", "--memory", "banana"], "memory"),
@@ -130,6 +132,19 @@ def test_bad_profile_names_the_key(capsys, tmp_path):
     profile.write_text(json.dumps({"name": "p", "source": "test", "costs": {"F": 1, "B": 1, "W": 1}, "comms": 2}))
     code, _, err = run(capsys, "compare", "--stages", "2", "--microbatches", "2", "--profile", str(profile))
     assert code == 2 and "unknown key 'comms'" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--stages", "4096", "--microbatches", "1000000"], "12,288,000,000 ops; zbsolve handles at most"),
+    (["--stages", "32", "--microbatches", "4096"], "cpsat model of 393,216 ops, above its limit"),
+    (["--stages", "16", "--microbatches", "128", "--solver", "cbc"], "use --solver cpsat"),
+    (["--stages", "4", "--microbatches", "8", "--solver", "nosuch"], "unknown solver 'nosuch'"),
+])
+def test_solve_refuses_sizes_and_solvers_at_once(capsys, tmp_path, args, message):
+    target = tmp_path / "x.json"
+    code, _, err = run(capsys, "solve", *args, "-o", str(target))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not target.exists()
 
 
 def test_unwritable_output_is_refused_before_any_work(capsys):
@@ -159,4 +174,4 @@ def test_console_script_runs_in_a_fresh_process():
     assert "27.27%" in result.stdout  # 3/11
     result = subprocess.run([sys.executable, "-m", "zbsolve", "validate", "/nonexistent.json"],
                             capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1 and "no such file" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "no such file" in result.stderr and "Traceback" not in result.stderr

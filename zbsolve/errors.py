@@ -25,6 +25,12 @@ class ScheduleFileError(ZbsolveError):
     """A schedule file cannot be read: missing, truncated, wrong format or version."""
 
 
+class MissingFileError(ScheduleFileError):
+    """An input file does not exist or cannot be read: a usage error, not a bad schedule."""
+
+    exit_code = 2
+
+
 class ScheduleError(ZbsolveError):
     """A per-device op order that cannot run or does not describe the problem."""
 

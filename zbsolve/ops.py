@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
+from zbsolve.limits import check_size
 from zbsolve.problem import Problem
 
 KINDS = ("F", "B", "W", "BW")
@@ -66,6 +67,7 @@ class OpGraph:
     """Durations, dependencies and memory effects of every op of a problem, in ticks."""
 
     def __init__(self, problem: Problem) -> None:
+        check_size(problem)
         self.problem = problem
         costs = problem.stage_costs
         time_values = [v for c in costs for v in (c.F, c.B, c.W)] + [problem.comm]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from zbsolve.errors import ProblemError
 
@@ -78,6 +79,11 @@ class Stage:
 class Pipe:
     stages: tuple[Stage, ...]
     microbatches: tuple[int, ...]
+
+    @cached_property
+    def microbatch_set(self) -> frozenset[int]:
+        """For membership tests in O(1): schedules of a million ops check every op."""
+        return frozenset(self.microbatches)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from zbsolve.errors import ProblemError, ScheduleFileError
+from zbsolve.errors import MissingFileError, ProblemError, ScheduleFileError
 from zbsolve.files import write_atomic
 from zbsolve.ops import KINDS, Op
 from zbsolve.problem import Pipe, Problem, Stage, StageCost
@@ -242,9 +242,11 @@ def read_schedule(path: str | os.PathLike) -> Schedule:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except FileNotFoundError:
-        raise ScheduleFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScheduleFileError(f"{path}: cannot read: {error}") from None
+        raise MissingFileError(f"{path}: no such file") from None
+    except UnicodeDecodeError as error:
+        raise ScheduleFileError(f"{path}: not a text file: {error}") from None
+    except OSError as error:
+        raise MissingFileError(f"{path}: cannot read: {error.strerror or error}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:

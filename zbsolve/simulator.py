@@ -38,7 +38,7 @@ def check_orders(graph: OpGraph, orders: Sequence[Sequence[Slot]]) -> None:
                     )
                 if not (0 <= op.pipe < len(problem.pipes)) or not (
                     0 <= op.stage < len(problem.pipes[op.pipe].stages)
-                ) or op.microbatch not in problem.pipes[op.pipe].microbatches:
+                ) or op.microbatch not in problem.pipes[op.pipe].microbatch_set:
                     raise ScheduleError(f"device {d}: {op.describe()} is not part of the problem")
                 if graph.device(op) != d:
                     raise ScheduleError(

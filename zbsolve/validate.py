@@ -59,7 +59,7 @@ class _Checker:
                     self.fail(t, d, f"kind {op.kind} is not allowed (allowed: {sorted(allowed)})")
                 if not 0 <= op.pipe < len(problem.pipes) or not 0 <= op.stage < len(
                     problem.pipes[op.pipe].stages
-                ) or op.microbatch not in problem.pipes[op.pipe].microbatches:
+                ) or op.microbatch not in problem.pipes[op.pipe].microbatch_set:
                     self.fail(t, d, "is not an op of this problem")
                 home = problem.pipes[op.pipe].stages[op.stage].device
                 if home != d:

@@ -13,8 +13,10 @@ from . import commands
 
 EXIT_CODES = """exit codes:
   0    success
-  1    the schedule or problem is invalid or infeasible, or no schedule was found
-  2    usage error: a bad option, value or input file
+  1    the schedule (a malformed schedule file too) or problem is invalid or
+       infeasible, or no schedule was found
+  2    usage error: a bad option or value, a missing input file, a malformed
+       profile, an output path that cannot be written
   130  interrupted (Ctrl-C or SIGTERM)"""
 
 

@@ -36,14 +36,21 @@ def add_problem_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--time-unit", help="unit of all times (default: the profile's, else ms)")
 
 
-def _finite(name: str, value: float | None) -> None:
-    if value is not None and not math.isfinite(value):
+def _check_flag(name: str, value: float | None) -> None:
+    """Name the flag itself, not the stage record it ends up in."""
+    if value is None:
+        return
+    if not math.isfinite(value):
         raise UsageError(f"--{name} must be a finite number, got {value}")
+    if name == "fb-overlap" and value <= 0:
+        raise UsageError(f"--{name} must be > 0, got {value:g}")
+    if value < 0:
+        raise UsageError(f"--{name} must be >= 0, got {value:g}")
 
 
 def problem_from_args(args: argparse.Namespace) -> Problem:
     for name in ("F", "B", "W", "comm", "activation", "residual", "fb_overlap"):
-        _finite(name.replace("_", "-"), getattr(args, name))
+        _check_flag(name.replace("_", "-"), getattr(args, name))
     profile = load_profile(args.profile) if args.profile else None
     devices = args.stages if args.stages is not None else (profile.devices if profile else None)
     microbatches = args.microbatches if args.microbatches is not None else (

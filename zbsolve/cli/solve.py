@@ -100,9 +100,11 @@ def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> 
     group = parser.add_argument_group("solver")
     group.add_argument("--solver", default="cpsat", help=f"{' or '.join(SOLVERS)} (default cpsat)")
     group.add_argument("--time-limit", type=float, default=default_time, metavar="S",
-                       help=f"seconds before the best schedule found is returned (default {default_time:g})")
+                       help=f"seconds before the best schedule found is returned (default {default_time:g}); "
+                            "with --workers 1 and cpsat, CP-SAT deterministic time instead (about 1-3 s each)")
     group.add_argument("--workers", type=int, default=2, metavar="N", help="solver threads (default 2)")
-    group.add_argument("--seed", type=int, default=0, help="random seed; with --workers 1 the result is repeatable")
+    group.add_argument("--seed", type=int, default=0,
+                       help="random seed; with --workers 1 the output file is byte-identical run to run")
     group.add_argument("-q", "--quiet", action="store_true", help="no live progress on stderr")
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from dataclasses import replace
 
 from zbsolve.baselines import applicable, run_baseline
 from zbsolve.errors import InfeasibleError, SolverError, UsageError, ZbsolveError
+from zbsolve.limits import check_model_size
 from zbsolve.ops import Op, OpGraph
 from zbsolve.problem import Problem
 from zbsolve.schedule import Schedule, SolverInfo
@@ -158,22 +160,46 @@ def solve(
     """
     workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
     check_solver_options(solver, time_limit, workers)
+    check_model_size(problem, solver)
     check_memory_feasible(problem)
     graph = OpGraph(problem)
     data = build_input(graph, problem.split_backward, problem.objective)
     data.time_limit, data.workers, data.seed, data.progress = time_limit, workers, seed, progress
+    data.deterministic = workers == 1
     if stop is not None:
         data.stop = stop
     warm = best_fitting_baseline(problem, graph) if warm_start else None
     if warm is not None:
         hint, data.hint_pairs = _hint_from(warm, data)
         data.hint = hint or None
-    result = _backend(solver)(data)
+    result = _run_in_thread(_backend(solver), data)
     return _finish(problem, graph, data, solver, result, warm)
 
 
+def _run_in_thread(backend, data: SolveInput) -> BackendResult:
+    """Run the backend off the main thread, so that Python's signal handlers (Ctrl-C,
+    SIGTERM: they only run on the main thread) can set `data.stop` while it searches."""
+    outcome: dict = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = backend(data)
+        except BaseException as error:  # handed to the caller below
+            outcome["error"] = error
+
+    worker = threading.Thread(target=work, name="zbsolve-solver", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(timeout=0.1)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
 def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule | None) -> Schedule:
-    info = SolverInfo(solver, result.status, wall_time_s=round(result.wall_time, 3),
+    # The clock is the one thing a repeated single-worker run cannot reproduce: leave it out.
+    wall = None if data.deterministic else round(result.wall_time, 3)
+    info = SolverInfo(solver, result.status, wall_time_s=wall,
                       time_limit_s=data.time_limit, message=result.message)
     if result.status == "infeasible":
         raise InfeasibleError(f"{solver} proved that no schedule fits the memory limit "

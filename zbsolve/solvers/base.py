@@ -40,6 +40,7 @@ class SolveInput:
     time_limit: float = 60.0
     workers: int = 1
     seed: int = 0
+    deterministic: bool = False  # one worker: limit by a work measure, not the clock
     progress: Progress | None = None
     stop: threading.Event = field(default_factory=threading.Event)
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import tempfile
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import pulp
 
@@ -201,17 +203,20 @@ def solve_cbc(data: SolveInput) -> BackendResult:
         starts = {op: round(var.value()) for op, var in model.start.items()}
         value = round(pulp.value(model.objective))
         bound = value if proven else log.get("bound")
-        return BackendResult("optimal" if proven else "feasible", starts, value, bound, wall)
+        return BackendResult("optimal" if proven else "feasible", starts, value, bound, wall,
+                             interrupted=data.stop.is_set() and not proven)
     if status == pulp.LpStatusInfeasible:
         return BackendResult("infeasible", None, None, None, wall)
-    return BackendResult("unknown", None, None, log.get("bound"), wall,
+    return BackendResult("unknown", None, None, log.get("bound"), wall, interrupted=data.stop.is_set(),
                          message="CBC found no schedule within the time limit")
 
 
 def _watch_log(path: str, data: SolveInput, t0: float, done: threading.Event) -> None:
-    """Report CBC's progress from its log file while it runs."""
-    last = None
-    while not done.wait(1.0):
+    """Report CBC's progress from its log file while it runs; pass a stop request on."""
+    last, forwarded = None, False
+    while not done.wait(0.5):
+        if data.stop.is_set() and not forwarded:
+            forwarded = _interrupt_cbc()
         if data.progress is None:
             continue
         found = _read_log(path)
@@ -219,3 +224,25 @@ def _watch_log(path: str, data: SolveInput, t0: float, done: threading.Event) ->
         if now != last and any(v is not None for v in now):
             last = now
             data.progress(data.value(now[0]), data.value(now[1]), time.monotonic() - t0)
+
+
+def _interrupt_cbc() -> bool:
+    """Send SIGINT to this process's CBC child: CBC then stops and writes its best solution.
+
+    PuLP keeps the child's handle to itself, so the child is found in /proc (Linux); where
+    there is no /proc, CBC runs on to its time limit.
+    """
+    me, sent = str(os.getpid()), False
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if fields[1] == me and "cbc" in name.lower():
+            try:
+                os.kill(int(entry.name), signal.SIGINT)
+                sent = True
+            except OSError:
+                pass
+    return sent

@@ -140,9 +140,17 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         if pairs is not None:
             pairs.hint(model, data.hint_pairs)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(data.time_limit)
+    if data.deterministic:
+        # A wall-clock limit cuts a single-threaded search at a point that depends on the
+        # machine's load; deterministic time (CP-SAT's work measure, 1 unit took 1-3 s on
+        # the dev machine) cuts it at the same point every run. The clock stays a backstop.
+        solver.parameters.max_deterministic_time = float(data.time_limit)
+        solver.parameters.max_time_in_seconds = 4.0 * data.time_limit + 10.0
+    else:
+        solver.parameters.max_time_in_seconds = float(data.time_limit)
     solver.parameters.num_workers = int(data.workers)
     solver.parameters.random_seed = int(data.seed)
+    solver.parameters.catch_sigint_signal = False  # zbsolve's own handler sets data.stop
     callback = _Progress(data)
     if data.progress:
         solver.best_bound_callback = lambda bound: data.progress(
