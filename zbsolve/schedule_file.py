@@ -208,17 +208,16 @@ def schedule_from_dict(data: Any) -> Schedule:
             ops.append(TimedOp(op, _number(_get(o, "start", here), f"{here}.start"),
                                _number(_get(o, "end", here), f"{here}.end"), overlap))
         devices.append(tuple(ops))
+    if len(devices) != problem.devices:
+        raise ScheduleFileError(f"devices lists {len(devices)} devices, the problem has {problem.devices}")
     m = _get(data, "metrics", "file")
     metrics = Metrics(
         makespan=_number(_get(m, "makespan", "metrics"), "metrics.makespan"),
         bubble_rate=_number(_get(m, "bubble_rate", "metrics"), "metrics.bubble_rate"),
         span=_number(_get(m, "span", "metrics"), "metrics.span"),
         span_bubble_rate=_number(_get(m, "span_bubble_rate", "metrics"), "metrics.span_bubble_rate"),
-        busy=tuple(_number(v, "metrics.busy[]") for v in _list(_get(m, "busy", "metrics"), "metrics.busy")),
-        peak_memory=tuple(
-            _number(v, "metrics.peak_memory[]")
-            for v in _list(_get(m, "peak_memory", "metrics"), "metrics.peak_memory")
-        ),
+        busy=_per_device(m, "busy", problem.devices),
+        peak_memory=_per_device(m, "peak_memory", problem.devices),
         peak_memory_x=_number(m.get("peak_memory_x", 0.0), "metrics.peak_memory_x"),
     )
     s = _get(data, "solver", "file")
@@ -234,6 +233,13 @@ def schedule_from_dict(data: Any) -> Schedule:
     )
     name = _typed(_get(data, "name", "file"), (str,), "name", "a string")
     return Schedule(name=name, problem=problem, devices=tuple(devices), metrics=metrics, solver=solver)
+
+
+def _per_device(metrics: Any, key: str, devices: int) -> tuple[float, ...]:
+    values = _list(_get(metrics, key, "metrics"), f"metrics.{key}")
+    if len(values) != devices:
+        raise ScheduleFileError(f"metrics.{key} has {len(values)} entries, one per device ({devices}) expected")
+    return tuple(_number(v, f"metrics.{key}[{d}]") for d, v in enumerate(values))
 
 
 def read_schedule(path: str | os.PathLike) -> Schedule:

@@ -1,0 +1,112 @@
+"""Fuzzing the readers: whatever a file holds, they answer with a zbsolve error or a value."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from helpers import uniform
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zbsolve.baselines import run_baseline
+from zbsolve.errors import ZbsolveError
+from zbsolve.profiles import load_profile, profile_from_dict
+from zbsolve.schedule_file import dumps, read_schedule, schedule_from_dict
+from zbsolve.validate import validate
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = json.loads((ROOT / "models" / "zb-p8-heterogeneous.json").read_text())
+SCHEDULE_TEXT = dumps(run_baseline("dualpipe", uniform(2, 4, placement="bidirectional", fb_overlap=1.5)))
+SCHEDULE = json.loads(SCHEDULE_TEXT)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=True)
+    | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def paths(value, prefix=()):
+    """Every place inside a JSON value that could be replaced or removed."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from paths(item, prefix + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from paths(item, prefix + (index,))
+
+
+SCHEDULE_PATHS = list(paths(SCHEDULE))[1:]
+PROFILE_PATHS = list(paths(PROFILE))[1:]
+
+
+def mutated(document, path, replacement, delete):
+    result = copy.deepcopy(document)
+    parent = result
+    for step in path[:-1]:
+        parent = parent[step]
+    if delete:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = replacement
+    return result
+
+
+def only_zbsolve_errors(read, data):
+    try:
+        return read(data)
+    except ZbsolveError:
+        return None
+
+
+@given(json_values)
+def test_schedule_reader_on_random_json(data):
+    only_zbsolve_errors(schedule_from_dict, data)
+
+
+@settings(max_examples=500)
+@given(st.sampled_from(SCHEDULE_PATHS), json_values, st.booleans())
+def test_schedule_reader_on_a_valid_file_with_one_value_changed(path, replacement, delete):
+    schedule = only_zbsolve_errors(schedule_from_dict, mutated(SCHEDULE, path, replacement, delete))
+    if schedule is not None:  # it read: the validator must still answer in its own terms
+        only_zbsolve_errors(validate, schedule)
+
+
+@given(st.integers(0, len(SCHEDULE_TEXT.rstrip()) - 1))  # every cut that loses the closing brace
+def test_truncated_schedule_files_are_refused(tmp_path_factory, cut):
+    path = tmp_path_factory.mktemp("cut") / "s.json"
+    path.write_text(SCHEDULE_TEXT[:cut])
+    with pytest.raises(ZbsolveError):
+        read_schedule(path)
+
+
+@given(st.binary(max_size=64))
+def test_schedule_reader_on_random_bytes(tmp_path_factory, content):
+    path = tmp_path_factory.mktemp("bytes") / "s.json"
+    path.write_bytes(content)
+    with pytest.raises(ZbsolveError):
+        read_schedule(path)
+
+
+@given(json_values)
+def test_profile_reader_on_random_json(data):
+    only_zbsolve_errors(profile_from_dict, data)
+
+
+@settings(max_examples=500)
+@given(st.sampled_from(PROFILE_PATHS), json_values, st.booleans())
+def test_profile_reader_on_a_valid_profile_with_one_value_changed(path, replacement, delete):
+    profile = only_zbsolve_errors(profile_from_dict, mutated(PROFILE, path, replacement, delete))
+    if profile is not None:
+        only_zbsolve_errors(profile.rank_costs, profile.devices or 8)
+
+
+@given(st.binary(max_size=64))
+def test_profile_reader_on_random_bytes(tmp_path_factory, content):
+    path = tmp_path_factory.mktemp("bytes") / "p.json"
+    path.write_bytes(content)
+    with pytest.raises(ZbsolveError):
+        load_profile(path)
