@@ -62,17 +62,43 @@ def only_zbsolve_errors(read, data):
         return None
 
 
-@given(json_values)
-def test_schedule_reader_on_random_json(data):
-    only_zbsolve_errors(schedule_from_dict, data)
+def read_then_use_schedule(data):
+    schedule = schedule_from_dict(data)
+    validate(schedule)  # it read: the validator must still answer in its own terms
 
 
+def read_then_use_profile(data):
+    profile = profile_from_dict(data)
+    profile.rank_costs(profile.devices or 8)
+
+
+READERS = [
+    pytest.param(read_then_use_schedule, SCHEDULE, SCHEDULE_PATHS, read_schedule, id="schedule"),
+    pytest.param(read_then_use_profile, PROFILE, PROFILE_PATHS, load_profile, id="profile"),
+]
+
+
+@pytest.mark.parametrize("read, document, places, load", READERS)
+@given(data=json_values)
+def test_reader_on_random_json(read, document, places, load, data):
+    only_zbsolve_errors(read, data)
+
+
+@pytest.mark.parametrize("read, document, places, load", READERS)
 @settings(max_examples=500)
-@given(st.sampled_from(SCHEDULE_PATHS), json_values, st.booleans())
-def test_schedule_reader_on_a_valid_file_with_one_value_changed(path, replacement, delete):
-    schedule = only_zbsolve_errors(schedule_from_dict, mutated(SCHEDULE, path, replacement, delete))
-    if schedule is not None:  # it read: the validator must still answer in its own terms
-        only_zbsolve_errors(validate, schedule)
+@given(choice=st.data(), replacement=json_values, delete=st.booleans())
+def test_reader_on_a_valid_file_with_one_value_changed(read, document, places, load, choice, replacement, delete):
+    path = choice.draw(st.sampled_from(places))
+    only_zbsolve_errors(read, mutated(document, path, replacement, delete))
+
+
+@pytest.mark.parametrize("read, document, places, load", READERS)
+@given(content=st.binary(max_size=64))
+def test_reader_on_random_bytes(tmp_path_factory, read, document, places, load, content):
+    path = tmp_path_factory.mktemp("bytes") / "f.json"
+    path.write_bytes(content)
+    with pytest.raises(ZbsolveError):
+        load(path)
 
 
 @given(st.integers(0, len(SCHEDULE_TEXT.rstrip()) - 1))  # every cut that loses the closing brace
@@ -81,32 +107,3 @@ def test_truncated_schedule_files_are_refused(tmp_path_factory, cut):
     path.write_text(SCHEDULE_TEXT[:cut])
     with pytest.raises(ZbsolveError):
         read_schedule(path)
-
-
-@given(st.binary(max_size=64))
-def test_schedule_reader_on_random_bytes(tmp_path_factory, content):
-    path = tmp_path_factory.mktemp("bytes") / "s.json"
-    path.write_bytes(content)
-    with pytest.raises(ZbsolveError):
-        read_schedule(path)
-
-
-@given(json_values)
-def test_profile_reader_on_random_json(data):
-    only_zbsolve_errors(profile_from_dict, data)
-
-
-@settings(max_examples=500)
-@given(st.sampled_from(PROFILE_PATHS), json_values, st.booleans())
-def test_profile_reader_on_a_valid_profile_with_one_value_changed(path, replacement, delete):
-    profile = only_zbsolve_errors(profile_from_dict, mutated(PROFILE, path, replacement, delete))
-    if profile is not None:
-        only_zbsolve_errors(profile.rank_costs, profile.devices or 8)
-
-
-@given(st.binary(max_size=64))
-def test_profile_reader_on_random_bytes(tmp_path_factory, content):
-    path = tmp_path_factory.mktemp("bytes") / "p.json"
-    path.write_bytes(content)
-    with pytest.raises(ZbsolveError):
-        load_profile(path)
