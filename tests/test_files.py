@@ -103,3 +103,18 @@ def test_overrides_and_unknown_keys():
         profile_from_dict({**base, "costs": {"F": 1, "B": 1}})
     with pytest.raises(ProfileError, match="outside"):
         profile_from_dict({**base, "overrides": [{"stage": 5, "F": 3}]}).rank_costs(3)
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    import os
+
+    from zbsolve.files import write_atomic
+
+    mask = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "a.json", "{}")
+        write_atomic(tmp_path / "b.png", b"\x89PNG")
+    finally:
+        os.umask(mask)
+    assert [(tmp_path / n).stat().st_mode & 0o777 for n in ("a.json", "b.png")] == [0o644, 0o644]
+    assert (tmp_path / "b.png").read_bytes() == b"\x89PNG"

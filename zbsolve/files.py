@@ -22,13 +22,21 @@ def check_writable(path: str | os.PathLike) -> Path:
     return target
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | os.PathLike, content: str | bytes) -> None:
     """Write via a temporary file in the same folder and a rename: never a partial file."""
     target = check_writable(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    data = content.encode("utf-8") if isinstance(content, str) else content
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        os.fchmod(handle, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, target)

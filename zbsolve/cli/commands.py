@@ -51,12 +51,33 @@ def _write_outputs(schedule: Schedule, args: argparse.Namespace) -> None:
     if getattr(args, "torch_csv", None):
         write_torch_csv(schedule, args.torch_csv)
         print(f"wrote {args.torch_csv}")
+    if getattr(args, "plot", None):
+        from zbsolve.plot import plot
+
+        plot(schedule, args.plot, reference=one_f_one_b_reference(schedule.problem))
+        print(f"wrote {args.plot}")
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from zbsolve.plot import check_plot_path, plot
+
+    check_plot_path(args.output)
+    schedule = read_schedule(args.file)
+    validate(schedule)
+    reference = one_f_one_b_reference(schedule.problem) if args.reference == "1f1b" else None
+    plot(schedule, args.output, reference=reference)
+    print(f"wrote {args.output}")
+    return 0
 
 
 def _check_output_paths(args: argparse.Namespace) -> None:
     for name in ("output", "torch_csv", "plot"):
         if getattr(args, name, None):
             check_writable(getattr(args, name))
+    if getattr(args, "plot", None):
+        from zbsolve.plot import check_plot_path
+
+        check_plot_path(args.plot)
 
 
 def run_baseline_command(args: argparse.Namespace) -> int:
@@ -140,6 +161,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     add_problem_options(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
     p.add_argument("--torch-csv", metavar="FILE", help="write the PyTorch pipelining compute_only CSV")
+    p.add_argument("--plot", metavar="FILE", help="draw it beside 1F1B (.png, .svg or .pdf)")
 
     p = command("compare", "a solve and every applicable hand-made schedule in one table, 1F1B as reference",
                 run_compare)
@@ -149,6 +171,12 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
 
     p = command("validate", "check a schedule file independently; names the first violated op", run_validate)
     p.add_argument("file")
+
+    p = command("plot", "draw a schedule file: Gantt chart and memory per device, beside 1F1B", run_plot)
+    p.add_argument("file")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="a .png, .svg or .pdf file")
+    p.add_argument("--reference", choices=("1f1b", "none"), default="1f1b",
+                   help="draw 1F1B on the single chain beside it, on one time axis (default 1f1b)")
 
     p = command("export", "convert a schedule file to another tool's format", run_export)
     p.add_argument("file")

@@ -114,3 +114,4 @@ def register_solve(command) -> None:
     add_solver_options(p, 60.0)
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
     p.add_argument("--torch-csv", metavar="FILE", help="write the PyTorch pipelining compute_only CSV")
+    p.add_argument("--plot", metavar="FILE", help="draw it beside 1F1B (.png, .svg or .pdf)")

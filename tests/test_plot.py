@@ -1,0 +1,48 @@
+"""Plots: files of the asked format, memory curves that agree with the metrics."""
+
+import pytest
+from helpers import uniform
+
+from zbsolve.baselines import run_baseline
+from zbsolve.cli import main
+from zbsolve.plot import memory_steps, plot
+from zbsolve.reference import one_f_one_b_reference
+from zbsolve.schedule_file import write_schedule
+
+
+@pytest.mark.parametrize("name, placement, overlap", [
+    ("zb-h1", "single", None), ("zb-v", "vshape", None), ("dualpipe", "bidirectional", 1.5),
+])
+def test_memory_curve_peaks_are_the_reported_peaks(name, placement, overlap):
+    s = run_baseline(name, uniform(4, 8, placement=placement, fb_overlap=overlap))
+    for d in range(4):
+        times, levels = memory_steps(s, d)
+        assert max(levels) == pytest.approx(s.metrics.peak_memory[d])
+        assert levels[-1] == pytest.approx(0) and times == sorted(times)
+
+
+def test_png_and_svg_are_written_with_the_reference(tmp_path):
+    s = run_baseline("dualpipe", uniform(4, 8, placement="bidirectional", fb_overlap=1.5))
+    plot(s, tmp_path / "a.png", reference=one_f_one_b_reference(s.problem))
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    plot(s, tmp_path / "a.svg")
+    svg = (tmp_path / "a.svg").read_text()
+    assert "<svg" in svg and "device 3" in svg and "F&amp;B pair" in svg
+
+
+def test_plot_command_refuses_an_invalid_file_and_a_bad_suffix(capsys, tmp_path):
+    path = tmp_path / "s.json"
+    s = run_baseline("1f1b", uniform(2, 2))
+    broken = s.devices[0][:-1]  # drop an op: the validator must refuse the file
+    write_schedule(type(s)(s.name, s.problem, (broken,) + s.devices[1:], s.metrics, s.solver), path)
+    assert main(["plot", str(path), "-o", str(tmp_path / "x.png")]) == 1
+    assert "missing" in capsys.readouterr().err
+    assert main(["plot", str(path), "-o", str(tmp_path / "x.txt")]) == 2
+    assert ".png" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists() and not (tmp_path / "x.txt").exists()
+
+
+def test_solve_plot_option_writes_the_figure(capsys, tmp_path):
+    target = tmp_path / "s.png"
+    assert main(["solve", "--stages", "2", "--microbatches", "4", "-q", "--plot", str(target)]) == 0
+    assert target.read_bytes()[:4] == b"\x89PNG"
