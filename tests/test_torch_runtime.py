@@ -1,0 +1,77 @@
+"""Solved schedules executed for real: P processes, gloo, one training step, exact gradients."""
+
+import socket
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from helpers import uniform  # noqa: E402
+from torch_worker import reference, run_rank  # noqa: E402
+
+from zbsolve.errors import UsageError  # noqa: E402
+from zbsolve.schedule_file import write_schedule  # noqa: E402
+from zbsolve.solvers import solve  # noqa: E402
+
+DEADLINE_S = 120  # a schedule that deadlocks fails here instead of hanging CI
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(schedule, tmp_path) -> list[dict]:
+    import torch.multiprocessing as mp
+
+    path = tmp_path / "schedule.json"
+    write_schedule(schedule, path)
+    P = schedule.problem.devices
+    context = mp.start_processes(run_rank, args=(P, str(path), free_port(), str(tmp_path)), nprocs=P,
+                                 join=False, start_method="spawn")
+    deadline = time.monotonic() + DEADLINE_S
+    while not context.join(timeout=1):
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail(f"the {schedule.name} schedule did not finish in {DEADLINE_S} s (deadlock?)")
+    return [torch.load(tmp_path / f"rank{r}.pt") for r in range(P)]
+
+
+@pytest.mark.parametrize("P", [2, 4])
+@pytest.mark.parametrize("placement, memory", [("single", "1x"), ("single", "2x"), ("vshape", "1x")])
+def test_solved_schedule_trains_exactly_like_one_process(tmp_path, P, placement, memory):
+    M = 2 * P
+    schedule = solve(uniform(P, M, F=1, B=1.2, W=0.8, placement=placement, memory=memory),
+                     "cpsat", time_limit=5, workers=1)
+    results = run_ranks(schedule, tmp_path)
+    num_stages = len(schedule.problem.pipes[0].stages)
+    expected_loss, expected_grads = reference(num_stages, M)
+    losses = [loss for r in results for loss in r["losses"]]
+    assert len(losses) == M
+    assert torch.stack(losses).mean().item() == pytest.approx(expected_loss, rel=1e-5)
+    seen = set()
+    for r in results:
+        for k, grads in r["grads"].items():
+            seen.add(k)
+            for got, want in zip(grads, expected_grads[k]):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert seen == set(range(num_stages))
+
+
+def test_stages_that_do_not_match_the_placement_are_refused():
+    from zbsolve.torch_runtime import check_stages
+
+    class FakeStage:
+        def __init__(self, index, num_stages, rank=0, size=2):
+            self.stage_index, self.num_stages, self.group_rank, self.group_size = index, num_stages, rank, size
+
+    schedule = solve(uniform(2, 4, placement="vshape"), "cpsat", time_limit=5, workers=1)
+    with pytest.raises(UsageError, match=r"rank 0 must hold stages \[0, 3\]"):
+        check_stages(schedule, [FakeStage(0, 4), FakeStage(1, 4)], 4)
+    with pytest.raises(UsageError, match="4 microbatches"):
+        check_stages(schedule, [FakeStage(0, 4), FakeStage(3, 4)], 6)
+    with pytest.raises(UsageError, match="2 ranks"):
+        check_stages(schedule, [FakeStage(0, 4, size=4), FakeStage(3, 4, size=4)], 4)
