@@ -75,3 +75,15 @@ def test_stages_that_do_not_match_the_placement_are_refused():
         check_stages(schedule, [FakeStage(0, 4), FakeStage(3, 4)], 6)
     with pytest.raises(UsageError, match="2 ranks"):
         check_stages(schedule, [FakeStage(0, 4, size=4), FakeStage(3, 4, size=4)], 4)
+
+
+def test_the_torch_example_trains(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run([sys.executable, str(root / "examples" / "torch_pipeline.py"), "--steps", "2"],
+                            capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "step 1: loss" in result.stdout and "Traceback" not in result.stderr
