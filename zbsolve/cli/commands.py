@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from zbsolve.baselines import BASELINES, applicable, run_baseline
-from zbsolve.errors import ValidationError
+from zbsolve.errors import UsageError, ValidationError
 from zbsolve.export.chrome_trace import write_chrome_trace
 from zbsolve.export.torch_csv import write_torch_csv
 from zbsolve.files import check_writable
@@ -145,6 +146,29 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_profile(args: argparse.Namespace) -> int:
+    import json
+
+    from zbsolve.files import write_atomic
+    from zbsolve.profiles import profile_from_dict
+    from zbsolve.profiling import LayerShape, profile_document
+
+    check_writable(args.output)
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
+    shape = LayerShape(args.layers, args.hidden, args.heads, args.seq, args.microbatch_size)
+    shape.check()
+    name = args.name or os.path.splitext(os.path.basename(args.output))[0]
+    document = profile_document(shape, args.device, name, args.repeats)
+    profile_from_dict(document, args.output)  # what we write must be what solve reads
+    write_atomic(args.output, json.dumps(document, indent=1) + "\n")
+    c = document["costs"]
+    print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms, activation {c['activation']:.4g} GB, "
+          f"residual {c['residual']:.4g} GB per rank-stage of {args.layers} layers")
+    print(f"wrote {args.output}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     def command(name: str, help_text: str, run) -> argparse.ArgumentParser:
         parser = sub.add_parser(name, help=help_text, description=help_text, epilog=exit_codes,
@@ -177,6 +201,17 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="a .png, .svg or .pdf file")
     p.add_argument("--reference", choices=("1f1b", "none"), default="1f1b",
                    help="draw 1F1B on the single chain beside it, on one time axis (default 1f1b)")
+
+    p = command("profile", "measure F, B, W and memory of a GPT-style layer stack with PyTorch", run_profile)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--layers", type=int, required=True, help="layers per rank-stage")
+    p.add_argument("--hidden", type=int, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--seq", type=int, required=True, help="sequence length")
+    p.add_argument("--microbatch-size", type=int, required=True)
+    p.add_argument("--repeats", type=int, default=5, help="timed runs after 2 warm-ups; the median is kept")
+    p.add_argument("--name", help="profile name (default: the output file's name)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON (models/ format)")
 
     p = command("export", "convert a schedule file to another tool's format", run_export)
     p.add_argument("file")

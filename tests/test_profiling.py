@@ -1,0 +1,46 @@
+"""zbsolve profile: memory that matches the Zero Bubble formulas, files solve can use."""
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+from zbsolve.cli import main  # noqa: E402
+from zbsolve.profiling import LayerShape, measure  # noqa: E402
+
+
+def test_memory_matches_the_zero_bubble_formulas_in_fp32():
+    L, h, a, s, b = 2, 128, 4, 64, 2
+    costs = measure(LayerShape(L, h, a, s, b), "cpu", repeats=1, warmup=0)
+    # Zero Bubble: activation 34sbh + 5as^2b and weight-gradient residual 32sbh bytes per
+    # layer at 16-bit; fp32 doubles both. LayerNorm statistics and biases add a little.
+    assert costs["activation"] * 1e9 == pytest.approx(2 * L * (34 * s * b * h + 5 * a * s * s * b), rel=0.01)
+    assert costs["residual"] * 1e9 == pytest.approx(2 * L * 32 * s * b * h, rel=0.01)
+    assert min(costs["F"], costs["B"], costs["W"]) > 0
+
+
+def test_profile_writes_a_file_that_solve_uses(capsys, tmp_path):
+    target = tmp_path / "tiny.json"
+    assert main(["profile", "--device", "cpu", "--layers", "1", "--hidden", "64", "--heads", "2", "--seq", "32",
+                 "--microbatch-size", "2", "--repeats", "2", "-o", str(target)]) == 0
+    document = json.loads(target.read_text())
+    assert document["measured"]["device"] == "cpu" and "torch" in document["source"]
+    assert main(["solve", "--profile", str(target), "--stages", "2", "--microbatches", "4", "-q"]) == 0
+    assert "optimal" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hidden", "65", "--heads", "2"], "multiple of --heads"),
+    (["--hidden", "64", "--heads", "2", "--repeats", "0"], "--repeats"),
+    (["--hidden", "64", "--heads", "2", "--device", "cuda"], "cuda"),
+])
+def test_bad_profile_settings_are_refused_and_write_nothing(capsys, tmp_path, args, message):
+    import torch
+
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    target = tmp_path / "p.json"
+    code = main(["profile", "--layers", "1", "--seq", "8", "--microbatch-size", "1", *args, "-o", str(target)])
+    assert code == 2 and message in capsys.readouterr().err
+    assert not target.exists()

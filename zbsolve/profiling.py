@@ -1,0 +1,173 @@
+"""Measure F, B, W and memory of a GPT-style layer stack (one rank-stage) with PyTorch.
+
+B is the input gradient alone: the stack's weights are frozen while it runs, as a split
+backward does. W is what B left for later: the weight-gradient products of every linear
+layer (dW = g^T a, db = sum g) from the layer inputs `a` and output gradients `g` that B
+produced. Activation memory is the bytes autograd saves during F (distinct storages);
+residual memory is the `a` and `g` tensors W still needs after B.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+
+from zbsolve.errors import ProfileError, UsageError
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    layers: int
+    hidden: int
+    heads: int
+    sequence: int
+    microbatch_size: int
+
+    def check(self) -> None:
+        for name in ("layers", "hidden", "heads", "sequence", "microbatch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+        if self.hidden % self.heads:
+            raise UsageError(f"--hidden ({self.hidden}) must be a multiple of --heads ({self.heads})")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise UsageError("zbsolve profile needs PyTorch: pip install 'zbsolve[torch]'") from None
+    return torch
+
+
+def _block(torch, hidden: int, heads: int):
+    nn = torch.nn
+
+    class Block(nn.Module):
+        """Pre-LayerNorm GPT block: causal self-attention and a 4h MLP."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+            self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+            self.up, self.down = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+        def forward(self, x):
+            b, s, h = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(b, s, 3, heads, h // heads).permute(2, 0, 3, 1, 4)
+            attention = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(attention.transpose(1, 2).reshape(b, s, h))
+            return x + self.down(torch.nn.functional.gelu(self.up(self.norm2(x))))
+
+    return Block()
+
+
+def _saved_bytes(torch, run) -> int:
+    seen: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run()
+    return sum(seen.values())
+
+
+def measure(shape: LayerShape, device: str = "cpu", repeats: int = 5, warmup: int = 2) -> dict:
+    """Median F, B, W in ms and activation/residual in GB for one stack of `shape.layers`."""
+    shape.check()
+    torch = _torch()
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here")
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu or cuda, got {device!r}")
+    try:
+        return _measure(torch, shape, torch.device(device), repeats, warmup)
+    except (torch.OutOfMemoryError, MemoryError):
+        raise ProfileError(
+            f"a stack of {shape.layers} layers, hidden {shape.hidden}, sequence {shape.sequence}, "
+            f"microbatch {shape.microbatch_size} does not fit in {device} memory: use fewer layers or a "
+            f"smaller sequence or microbatch"
+        ) from None
+
+
+def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int) -> dict:
+    torch.manual_seed(0)
+    stack = torch.nn.Sequential(*[_block(torch, shape.hidden, shape.heads) for _ in range(shape.layers)]).to(device)
+    linears = [m for m in stack.modules() if isinstance(m, torch.nn.Linear)]
+    x = torch.randn(shape.microbatch_size, shape.sequence, shape.hidden, device=device, requires_grad=True)
+    grad_out = torch.randn_like(x)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def timed(work) -> float:
+        sync()
+        start = time.perf_counter()
+        result = work()
+        sync()
+        timed.last = result
+        return (time.perf_counter() - start) * 1e3
+
+    for p in stack.parameters():
+        p.requires_grad_(False)  # B is the input gradient only; W is measured on its own
+    activation = _saved_bytes(torch, lambda: stack(x))
+    F, B, W = [], [], []
+    residual = 0
+    for round_ in range(warmup + repeats):
+        f_ms, b_ms, w_ms, kept = _one_step(torch, stack, linears, x, grad_out, timed)
+        residual = kept
+        if round_ >= warmup:
+            F.append(f_ms)
+            B.append(b_ms)
+            W.append(w_ms)
+    return {"F": statistics.median(F), "B": statistics.median(B), "W": statistics.median(W),
+            "activation": activation / 1e9, "residual": min(residual, activation) / 1e9}
+
+
+def _one_step(torch, stack, linears, x, grad_out, timed) -> tuple[float, float, float, int]:
+    """Time F, B (hooks keep each linear layer's input and output gradient) and W."""
+    inputs, grads = {}, {}
+    hooks = [m.register_forward_hook(lambda m, a, out: inputs.__setitem__(m, a[0])) for m in linears]
+    hooks += [m.register_full_backward_hook(lambda m, gi, go: grads.__setitem__(m, go[0])) for m in linears]
+    try:
+        f_ms = timed(lambda: stack(x))
+        out = timed.last
+        b_ms = timed(lambda: torch.autograd.grad(out, x, grad_out))
+    finally:
+        for h in hooks:
+            h.remove()
+
+    def weight_grads():
+        return [(grads[m].flatten(0, -2).t() @ inputs[m].flatten(0, -2), grads[m].flatten(0, -2).sum(0))
+                for m in linears]
+
+    w_ms = timed(weight_grads)
+    kept = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for t in list(inputs.values()) + list(grads.values())}
+    return f_ms, b_ms, w_ms, sum(kept.values())
+
+
+def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5) -> dict:
+    """A profile in the models/ format, with hardware, torch version and settings recorded."""
+    torch = _torch()
+    costs = measure(shape, device, repeats)
+    hardware = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
+    return {
+        "name": name,
+        "source": (f"measured by zbsolve profile on {device} ({hardware}), torch {torch.__version__}: median of "
+                   f"{repeats} runs after 2 warm-ups, per rank-stage of {shape.layers} GPT layers"),
+        "time_unit": "ms",
+        "memory_unit": "GB",
+        "costs": {k: round(v, 6) for k, v in costs.items()},
+        "model": {"layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads,
+                  "sequence": shape.sequence, "microbatch_size": shape.microbatch_size,
+                  "hardware": hardware},
+        "measured": {"device": device, "torch": torch.__version__, "python": platform.python_version(),
+                     "repeats": repeats, "threads": torch.get_num_threads()},
+    }
