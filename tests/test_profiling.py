@@ -44,3 +44,39 @@ def test_bad_profile_settings_are_refused_and_write_nothing(capsys, tmp_path, ar
     code = main(["profile", "--layers", "1", "--seq", "8", "--microbatch-size", "1", *args, "-o", str(target)])
     assert code == 2 and message in capsys.readouterr().err
     assert not target.exists()
+
+
+def test_sizes_that_cannot_fit_are_refused_before_allocating(capsys, tmp_path):
+    target = tmp_path / "huge.json"
+    code = main(["profile", "--layers", "4", "--hidden", "65536", "--heads", "64", "--seq", "65536",
+                 "--microbatch-size", "8", "-o", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and "does not fit in cpu memory" in err and "GB is free" in err
+    assert "Traceback" not in err and not target.exists()
+
+
+def test_an_allocation_failure_while_measuring_is_a_clear_error(monkeypatch):
+    import zbsolve.profiling as profiling
+    from zbsolve.errors import UsageError
+
+    def fail(*args):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
+
+    monkeypatch.setattr(profiling, "_measure", fail)
+    with pytest.raises(UsageError, match="does not fit in cpu memory .*ran out of memory"):
+        measure(LayerShape(1, 64, 2, 8, 1), "cpu")
+
+    def bug(*args):
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(profiling, "_measure", bug)
+    with pytest.raises(RuntimeError, match="shape mismatch"):  # real bugs are not disguised as memory errors
+        measure(LayerShape(1, 64, 2, 8, 1), "cpu")
+
+
+def test_the_memory_estimate_covers_what_a_run_saves():
+    from zbsolve.profiling import estimated_bytes
+
+    shape = LayerShape(2, 128, 4, 64, 2)
+    costs = measure(shape, "cpu", repeats=1, warmup=0)
+    assert estimated_bytes(shape) > (costs["activation"] + costs["residual"]) * 1e9

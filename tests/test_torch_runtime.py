@@ -41,7 +41,8 @@ def run_ranks(schedule, tmp_path) -> list[dict]:
 
 
 @pytest.mark.parametrize("P", [2, 4])
-@pytest.mark.parametrize("placement, memory", [("single", "1x"), ("single", "2x"), ("vshape", "1x")])
+@pytest.mark.parametrize("placement, memory", [("single", "1x"), ("single", "2x"), ("vshape", "1x"),
+                                               ("interleaved:2", "1.5x")])
 def test_solved_schedule_trains_exactly_like_one_process(tmp_path, P, placement, memory):
     M = 2 * P
     schedule = solve(uniform(P, M, F=1, B=1.2, W=0.8, placement=placement, memory=memory),
@@ -87,3 +88,27 @@ def test_the_torch_example_trains(tmp_path):
                             capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "step 1: loss" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_a_batch_the_microbatch_count_does_not_divide_is_refused(tmp_path):
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage
+    from torch_worker import build_layers, loss_fn
+
+    from zbsolve.torch_runtime import pipeline_runtime
+
+    schedule = solve(uniform(1, 4), "cpsat", time_limit=5, workers=1)
+    dist.init_process_group("gloo", rank=0, world_size=1, init_method=f"file://{tmp_path / 'rendezvous'}")
+    try:
+        stage = PipelineStage(build_layers(1)[0], 0, 1, torch.device("cpu"))
+        runtime = pipeline_runtime(schedule, [stage], 4, loss_fn=loss_fn)
+        x, y = torch.randn(10, 8), torch.randn(10, 8)
+        with pytest.raises(UsageError, match="batch of 10 .* 4 equal microbatches"):
+            runtime.step(x, target=y)
+        with pytest.raises(UsageError, match=r"batch of 10 \(target\)"):
+            runtime.step(x[:8], target=y)
+        losses: list = []
+        runtime.step(x[:8], target=y[:8], losses=losses)  # divisible: runs, one loss per microbatch
+        assert len(losses) == 4
+    finally:
+        dist.destroy_process_group()

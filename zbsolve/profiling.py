@@ -14,7 +14,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from zbsolve.errors import ProfileError, UsageError
+from zbsolve.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -85,14 +85,47 @@ def measure(shape: LayerShape, device: str = "cpu", repeats: int = 5, warmup: in
         raise UsageError("--device cuda: no CUDA device is available here")
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device must be cpu or cuda, got {device!r}")
+    needed, available = estimated_bytes(shape), _available_bytes(torch, device)
+    if available is not None and needed > available:
+        raise UsageError(_too_big(shape, device, f"it needs about {needed / 1e9:,.1f} GB, "
+                                                f"{available / 1e9:,.1f} GB is free"))
     try:
         return _measure(torch, shape, torch.device(device), repeats, warmup)
     except (torch.OutOfMemoryError, MemoryError):
-        raise ProfileError(
-            f"a stack of {shape.layers} layers, hidden {shape.hidden}, sequence {shape.sequence}, "
-            f"microbatch {shape.microbatch_size} does not fit in {device} memory: use fewer layers or a "
-            f"smaller sequence or microbatch"
-        ) from None
+        raise UsageError(_too_big(shape, device, "it ran out of memory")) from None
+    except RuntimeError as error:  # the CPU allocator reports failure as a plain RuntimeError
+        if "allocate memory" not in str(error):
+            raise
+        raise UsageError(_too_big(shape, device, "it ran out of memory")) from None
+
+
+def estimated_bytes(shape: LayerShape) -> int:
+    """fp32 bytes a profile run holds at its peak: weights, what F saves, W's inputs, one
+    layer's attention scores and the weight gradients W produces."""
+    L, h, a, s, b = shape.layers, shape.hidden, shape.heads, shape.sequence, shape.microbatch_size
+    weights = L * (12 * h * h + 13 * h)
+    saved = L * (34 * s * b * h + 5 * a * s * s * b)  # Zero Bubble's 16-bit bytes = fp32 elements / 2
+    residual = L * 32 * s * b * h
+    return 4 * (2 * weights + 2 * s * b * h + a * s * s * b) + 2 * (saved + residual)
+
+
+def _available_bytes(torch, device: str) -> int | None:
+    if device == "cuda":
+        return torch.cuda.mem_get_info()[0]
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None  # not Linux: rely on the allocator's own failure
+
+
+def _too_big(shape: LayerShape, device: str, why: str) -> str:
+    return (f"a stack of {shape.layers} layers, hidden {shape.hidden}, sequence {shape.sequence}, "
+            f"microbatch {shape.microbatch_size} does not fit in {device} memory ({why}): use fewer layers "
+            f"or a smaller sequence or microbatch")
 
 
 def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int) -> dict:

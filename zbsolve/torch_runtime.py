@@ -3,7 +3,9 @@
 `pipeline_runtime` takes a schedule (object or file) and this rank's `PipelineStage`s,
 checks that they are the stages the schedule puts on this rank, and returns a
 `_PipelineScheduleRuntime` loaded with the schedule's compute_only CSV; torch adds the
-send/recv actions itself.
+send/recv actions itself. Its `step` refuses a batch that the microbatch count does not
+divide: torch would split it into unequal microbatches and, with a mean loss per
+microbatch, silently weight their samples unequally.
 """
 
 from __future__ import annotations
@@ -22,13 +24,33 @@ from zbsolve.validate import validate
 
 def _import_runtime():
     try:
+        import torch
         from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
     except ImportError:
         raise UsageError(
             "the torch runtime needs PyTorch >= 2.10: pip install 'zbsolve[torch]' "
             "(or pip install torch first)"
         ) from None
-    return _PipelineScheduleRuntime
+
+    class CheckedRuntime(_PipelineScheduleRuntime):
+        """The torch runtime, refusing batches that do not split into equal microbatches."""
+
+        def step(self, *args, target=None, **kwargs):
+            named = {k: v for k, v in kwargs.items() if k not in ("losses", "return_outputs", "loss_kwargs")}
+            batches = [("target", target)]
+            if self._args_chunk_spec is None:  # a custom chunk spec chooses its own split dimension
+                batches += [(f"argument {i}", a) for i, a in enumerate(args)]
+            if self._kwargs_chunk_spec is None:
+                batches += [(f"argument {k!r}", v) for k, v in named.items()]
+            for name, value in batches:
+                if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] % self._n_microbatches:
+                    raise UsageError(
+                        f"the batch of {value.shape[0]} ({name}) does not split into {self._n_microbatches} "
+                        f"equal microbatches: use a batch size that is a multiple of {self._n_microbatches}"
+                    )
+            return super().step(*args, target=target, **kwargs)
+
+    return CheckedRuntime
 
 
 def stages_of_rank(schedule: Schedule, rank: int) -> list[int]:
