@@ -9,6 +9,7 @@ from zbsolve.limits import MAX_MODEL_OPS, SizeError, model_size, op_count
 from zbsolve.ops import OpGraph
 from zbsolve.solvers import solve
 from zbsolve.solvers.base import build_input
+from zbsolve.validate import validate
 
 
 @given(placed_problems())
@@ -39,7 +40,13 @@ def test_absurd_sizes_are_refused_by_the_api_before_building_anything():
         solve(problem)
 
 
-def test_the_model_limit_sits_between_solvable_and_refused():
+def test_models_above_the_cpsat_limit_are_answered_by_the_list_scheduler(monkeypatch):
+    import zbsolve.solvers as solvers
+
     assert model_size(uniform(32, 256), "cpsat") == 24_576 < MAX_MODEL_OPS
-    with pytest.raises(SizeError, match="cpsat model of 393,216 ops"):
-        solve(uniform(32, 4096))
+    assert model_size(uniform(32, 4096), "cpsat") == 393_216 > MAX_MODEL_OPS
+    monkeypatch.setattr(solvers, "MAX_MODEL_OPS", 100)  # so that a small problem stands in for a huge one
+    solved = solve(uniform(4, 16, memory="1x"), "cpsat", time_limit=5, workers=1)
+    validate(solved)
+    assert "above the cpsat model limit of 100: answered by the list scheduler" in solved.solver.message
+    assert solved.solver.status in ("optimal", "feasible")

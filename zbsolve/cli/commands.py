@@ -16,7 +16,7 @@ from zbsolve.problem import Problem
 from zbsolve.reference import one_f_one_b_reference
 from zbsolve.schedule import Schedule
 from zbsolve.schedule_file import read_schedule, write_schedule
-from zbsolve.solvers import check_solver_options
+from zbsolve.solvers import check_solver_options, lower_bound, with_bound
 from zbsolve.validate import validate
 
 from .options import add_problem_options, problem_from_args
@@ -100,7 +100,9 @@ def baseline_rows(problem: Problem) -> list[Schedule]:
 def print_comparison(problem: Problem, solved: list[Schedule]) -> None:
     """The table: solved rows, then every applicable baseline, speed-ups against 1F1B."""
     reference = one_f_one_b_reference(problem)
-    rows = baseline_rows(problem)
+    bound = max([lower_bound(problem)] + [s.solver.bound for s in solved if s.solver.bound is not None])
+    # How far each fitting schedule is from the best possible (the bound holds within the limit only).
+    rows = [s if s.over_memory_limit() else with_bound(s, bound) for s in baseline_rows(problem)]
     if problem.placement != "single":
         rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
     print(describe_problem(problem))

@@ -98,7 +98,10 @@ def run_solve(args: argparse.Namespace) -> int:
 
 def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> None:
     group = parser.add_argument_group("solver")
-    group.add_argument("--solver", default="cpsat", help=f"{' or '.join(SOLVERS)} (default cpsat)")
+    group.add_argument("--solver", default="cpsat", metavar="|".join(SOLVERS),
+                       help="cpsat (OR-Tools CP-SAT, default), cbc (MILP via PuLP) or list (the fast "
+                            "memory-aware list scheduler alone; cpsat also uses it as its warm start and "
+                            "falls back to it above its model size limit)")
     group.add_argument("--time-limit", type=float, default=default_time, metavar="S",
                        help=f"seconds before the best schedule found is returned (default {default_time:g}); "
                             "with --workers 1 and cpsat, CP-SAT deterministic time instead (about 1-3 s each)")

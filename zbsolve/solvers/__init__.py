@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from zbsolve.baselines import applicable, run_baseline
 from zbsolve.errors import InfeasibleError, SolverError, UsageError, ZbsolveError
-from zbsolve.limits import check_model_size
+from zbsolve.limits import MAX_MODEL_OPS, check_model_size, check_size, model_size
 from zbsolve.ops import Op, OpGraph
 from zbsolve.problem import Problem
 from zbsolve.schedule import Schedule, SolverInfo
@@ -23,7 +23,7 @@ from zbsolve.validate import validate
 
 from .base import BackendResult, Progress, SolveInput, build_input
 
-SOLVERS = ("cpsat", "cbc")
+SOLVERS = ("cpsat", "cbc", "list")
 
 
 def _backend(name: str):
@@ -31,6 +31,10 @@ def _backend(name: str):
         from .cpsat import solve_cpsat
 
         return solve_cpsat
+    if name == "list":
+        from .listsched import solve_list
+
+        return solve_list
     from .cbc import solve_cbc
 
     return solve_cbc
@@ -82,6 +86,20 @@ def best_fitting_baseline(problem: Problem, graph: OpGraph) -> Schedule | None:
         if best is None or _value(schedule) < _value(best):
             best = schedule
     return best
+
+
+def lower_bound(problem: Problem, graph: OpGraph | None = None) -> float:
+    """A proven lower bound on the problem's objective, in its time unit (see `bounds`)."""
+    graph = graph or OpGraph(problem)
+    data = build_input(graph, problem.split_backward, problem.objective)
+    return data.value(data.lower_bound())
+
+
+def with_bound(schedule: Schedule, bound: float) -> Schedule:
+    """The schedule with `bound` and its gap to it recorded (for hand-made schedules)."""
+    value = _value(schedule)
+    gap = (value - bound) / value if value else 0.0
+    return schedule.with_solver(replace(schedule.solver, bound=bound, gap=max(0.0, gap)))
 
 
 def _value(schedule: Schedule) -> float:
@@ -160,7 +178,16 @@ def solve(
     """
     workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
     check_solver_options(solver, time_limit, workers)
-    check_model_size(problem, solver)
+    if solver == "cbc" and problem.fb_overlap is not None:  # refuse before any work, whatever the instance
+        raise UsageError("the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat")
+    fallback = None
+    if solver == "cpsat" and model_size(problem, solver) > MAX_MODEL_OPS:
+        check_size(problem)
+        fallback = (f"{model_size(problem, solver):,} ops are above the cpsat model limit of "
+                    f"{MAX_MODEL_OPS:,}: answered by the list scheduler")
+        solver = "list"
+    elif solver != "list":
+        check_model_size(problem, solver)
     check_memory_feasible(problem)
     graph = OpGraph(problem)
     data = build_input(graph, problem.split_backward, problem.objective)
@@ -169,11 +196,39 @@ def solve(
     if stop is not None:
         data.stop = stop
     warm = best_fitting_baseline(problem, graph) if warm_start else None
+    if warm_start and solver != "list":
+        listed = _list_schedule(problem, graph, data)
+        if listed is not None and (warm is None or _value(listed) < _value(warm)):
+            warm = listed
+    if warm is not None and _value(warm) <= data.value(data.lower_bound()) * (1 + 1e-12):
+        # Nothing can beat it: skip the model (building a large one takes longer than this).
+        if progress:
+            progress(_value(warm), data.value(data.lower_bound()), 0.0)
+        proven = BackendResult("optimal", None, None, None, 0.0,
+                               message="the starting schedule meets the lower bound")
+        return _finish(problem, graph, data, solver, _noted(proven, fallback), warm)
     if warm is not None:
         hint, data.hint_pairs = _hint_from(warm, data)
         data.hint = hint or None
     result = _run_in_thread(_backend(solver), data)
-    return _finish(problem, graph, data, solver, result, warm)
+    return _finish(problem, graph, data, solver, _noted(result, fallback), warm)
+
+
+def _noted(result: BackendResult, note: str | None) -> BackendResult:
+    if note:
+        result.message = f"{note}; {result.message}" if result.message else note
+    return result
+
+
+def _list_schedule(problem: Problem, graph: OpGraph, data: SolveInput) -> Schedule | None:
+    """The list scheduler's best schedule, within a tenth of the time limit (at least one pass)."""
+    from .listsched import solve_list
+
+    budget = replace(data, time_limit=0.1 * data.time_limit, progress=None)
+    result = solve_list(budget)
+    if result.starts is None:
+        return None
+    return simulate(graph, _orders_from(result, data), "list")
 
 
 def _run_in_thread(backend, data: SolveInput) -> BackendResult:
@@ -205,7 +260,7 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
         raise InfeasibleError(f"{solver} proved that no schedule fits the memory limit "
                               f"{_limit_text(problem)}")
     if result.starts is None:
-        if warm is not None and result.interrupted:
+        if warm is not None and (result.interrupted or result.status == "optimal"):
             schedule = warm
         else:
             reason = (
@@ -244,4 +299,5 @@ def _limit_text(problem: Problem) -> str:
     return f"{max(problem.memory_limit):g} ({max(problem.memory_limit) / problem.memory_unit():.4g}x U)"
 
 
-__all__ = ["SOLVERS", "solve", "minimum_memory", "check_solver_options", "ZbsolveError"]
+__all__ = ["SOLVERS", "solve", "lower_bound", "with_bound", "minimum_memory", "check_solver_options",
+           "ZbsolveError"]

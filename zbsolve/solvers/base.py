@@ -35,6 +35,7 @@ class SolveInput:
     objective: str
     unit: int  # ticks per solver unit
     pair_duration: int | None = None  # an overlapped F&B pair's length, when fb_overlap is set
+    implied: list[tuple[Op, Op]] = field(default_factory=list)  # see _implied_edges
     hint: dict[Op, int] | None = None
     hint_pairs: set[tuple[Op, Op]] = field(default_factory=set)  # (F, B or BW) overlapped in the hint
     time_limit: float = 60.0
@@ -99,28 +100,10 @@ class SolveInput:
         return self.duration[w] if op.kind == "B" else 0
 
     def lower_bound(self) -> int:
-        """A valid bound on the objective, from each device's work alone.
+        """A valid bound on the objective (see `bounds`)."""
+        from .bounds import lower_bound
 
-        makespan: some op starts first on the device (no earlier than the smallest head),
-        all its work follows, and the op that ends last still needs its tail after it; and
-        no op ends before its own chain of dependencies (head + tail).
-        span: a device is busy for all its work within its own span.
-        F&B pairs lower the work by at most `pair_saving`.
-        """
-        best = 0
-        if self.objective == "makespan":
-            best = max(self.head[op] + self.tail[op] for op in self.ops)
-        for ops in self.device_ops:
-            if not ops:
-                continue
-            work = sum(self.duration[op] for op in ops) - self.pair_saving(ops)
-            if self.objective == "span":
-                best = max(best, work)
-            else:
-                head = min(self.head[op] for op in ops)
-                after = min(self.tail[op] - self.shortest(op) for op in ops)
-                best = max(best, head + work + after)
-        return best
+        return lower_bound(self)
 
     def first_forwards(self, device: int) -> list[Op]:
         return [c[0] for c in self.chains if c[0].kind == "F" and self.graph.device(c[0]) == device]
@@ -166,17 +149,47 @@ def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
         horizon=horizon, objective=objective, unit=unit,
         pair_duration=None if graph.fb_overlap is None else graph.fb_overlap // unit,
     )
-    # Earliest start and least remaining time, with each op at its shortest (pairs included).
-    topological = _topological(ops, predecessors)
+    data.implied = _implied_edges(data)
+    # Earliest start and least remaining time, with each op at its shortest (pairs included),
+    # along dependencies and the implied edges.
+    before = {op: list(predecessors[op]) for op in ops}
+    for a, b in data.implied:
+        before[b].append((a, 0))
+    topological = _topological(ops, before)
     for op in topological:
-        data.head[op] = max((data.head[p] + data.shortest(p) + d for p, d in predecessors[op]), default=0)
+        data.head[op] = max((data.head[p] + data.shortest(p) + d for p, d in before[op]), default=0)
     successors: dict[Op, list[tuple[Op, int]]] = {op: [] for op in ops}
     for op in ops:
-        for pred, delay in predecessors[op]:
+        for pred, delay in before[op]:
             successors[pred].append((op, delay))
     for op in reversed(topological):
         data.tail[op] = data.shortest(op) + max((d + data.tail[s] for s, d in successors[op]), default=0)
     return data
+
+
+def _implied_edges(data: SolveInput) -> list[tuple[Op, Op]]:
+    """Pairs (a, b) with b starting no earlier than a's end in some optimal schedule.
+
+    - Chains: identical microbatches of one stage can be taken in order (`ordered`).
+    - Memory, on a device that holds a single stage: with room for k activations, the
+      F of microbatch j needs fewer than k microbatches still waiting for their
+      backward, so (backwards also in order) the backward of microbatch j - k has ended.
+    """
+    edges = [(a, b) for chain in data.chains if data.ordered(chain) for a, b in zip(chain, chain[1:])]
+    if data.memory_limit is None:
+        return edges
+    for d, ops in enumerate(data.device_ops):
+        forwards = [op for op in ops if op.kind == "F"]
+        if len({(op.pipe, op.stage) for op in forwards}) != 1:
+            continue
+        activation = data.memory_effect[forwards[0]][0]
+        if activation <= 0:
+            continue
+        room = data.memory_limit[d] // activation
+        backward = "B" if data.split else "BW"
+        for j, f in enumerate(forwards[room:], start=room):
+            edges.append((Op(backward, f.pipe, f.stage, forwards[j - room].microbatch), f))
+    return edges
 
 
 def _topological(ops: list[Op], predecessors: dict[Op, list[tuple[Op, int]]]) -> list[Op]:

@@ -34,6 +34,9 @@ def build_model(data: SolveInput):
         if data.ordered(chain):
             for a, b in zip(chain, chain[1:]):
                 model.Add(start[b] >= start[a] + data.shortest(a))
+    for a, b in data.implied:  # memory-implied order: redundant, but CP-SAT does not derive it
+        if a.kind != b.kind:
+            model.Add(start[b] >= end[a])
     for intervals in device_intervals:
         model.AddNoOverlap(intervals)
     if data.memory_limit is not None:

@@ -1,0 +1,235 @@
+"""Benchmark zbsolve's solver on instance families and write results.md and results.json.
+
+    python benchmarks/run.py [--suite standard|quick] [--time-limit 60] [--workers 2]
+                             [--solver cpsat] [--no-scaling] [--out benchmarks]
+
+Each instance runs in a fresh process, so its peak memory is its own. Per instance: ops
+count, the best hand-made schedule within the memory limit and its value, the solved
+value, the lower bound, the gap, the status, the time to the first and to the best
+solution, and the process's peak resident memory. The scaling part measures model build
+time and memory against ops count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.instances import SCALING_OPS, SUITES, uniform  # noqa: E402
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def run_instance(suite: str, index: int, time_limit: float, workers: int, solver: str) -> dict:
+    from zbsolve.limits import op_count
+    from zbsolve.ops import OpGraph
+    from zbsolve.solvers import best_fitting_baseline, solve
+
+    instance = SUITES[suite]()[index]
+    limit = instance.time_limit or time_limit
+    problem = instance.build()
+    value_of = (lambda s: s.metrics.span) if problem.objective == "span" else (lambda s: s.metrics.makespan)
+    t0 = time.monotonic()
+    best = best_fitting_baseline(problem, OpGraph(problem))
+    baseline_s = time.monotonic() - t0
+    seen: dict = {"first": None, "best": None, "value": None}
+
+    def progress(value, bound, elapsed):
+        now = time.monotonic() - t0
+        if value is None:
+            return
+        if seen["first"] is None:
+            seen["first"] = now
+        if seen["value"] is None or value < seen["value"] - 1e-9:
+            seen["value"], seen["best"] = value, now
+
+    t0 = time.monotonic()
+    solved = solve(problem, solver, time_limit=limit, workers=workers, progress=progress)
+    total = time.monotonic() - t0
+    value = value_of(solved)
+    if seen["value"] is None or value < seen["value"] - 1e-9:  # the warm start won, or no backend ran
+        seen["best"] = total if seen["value"] is None else seen["best"]
+    return {
+        "family": instance.family, "instance": instance.name, "ops": op_count(problem),
+        "objective": problem.objective, "time_unit": problem.time_unit,
+        "best_hand_made": best.name if best else None,
+        "best_hand_made_value": value_of(best) if best else None,
+        "baselines_s": round(baseline_s, 2),
+        "solved": value, "bound": solved.solver.bound, "gap": solved.solver.gap,
+        "status": solved.solver.status, "message": solved.solver.message,
+        "time_limit_s": limit,
+        "first_solution_s": round(seen["first"] if seen["first"] is not None else total, 2),
+        "best_solution_s": round(seen["best"] if seen["best"] is not None else total, 2),
+        "total_s": round(total, 2), "peak_rss_mb": round(_peak_rss_mb(), 1),
+        "not_worse_than_hand_made": best is None or value <= value_of(best) + 1e-9,
+    }
+
+
+def run_scaling(target_ops: int) -> dict:
+    from zbsolve.ops import OpGraph
+    from zbsolve.solvers.base import build_input
+    from zbsolve.solvers.cpsat.model import build_model
+
+    P = 32
+    M = max(1, round(target_ops / (3 * P)))
+    problem = uniform(P, M, memory="1.5x")
+    before = _peak_rss_mb()
+    t0 = time.monotonic()
+    data = build_input(OpGraph(problem), True, "makespan")
+    input_s = time.monotonic() - t0
+    t0 = time.monotonic()
+    build_model(data)
+    model_s = time.monotonic() - t0
+    return {"P": P, "M": M, "ops": len(data.ops), "input_build_s": round(input_s, 2),
+            "cpsat_build_s": round(model_s, 2), "rss_before_mb": round(before, 1),
+            "peak_rss_mb": round(_peak_rss_mb(), 1)}
+
+
+def _in_child(function, *args) -> dict:
+    """Run in a fresh process; a crash or an error is recorded, not raised."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1, maxtasksperchild=1) as pool:
+        try:
+            return pool.apply(function, args)
+        except Exception as error:  # the result table says what went wrong
+            return {"error": f"{type(error).__name__}: {error}"}
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    import ortools
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(memory_gb, 1),
+            "python": platform.python_version(), "ortools": ortools.__version__, "system": platform.platform()}
+
+
+def _fmt(value, digits: int = 6) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def write_markdown(path: Path, settings: dict, rows: list[dict], scaling: list[dict]) -> None:
+    m = settings["machine"]
+    lines = [
+        "# zbsolve benchmark results", "",
+        f"Suite `{settings['suite']}`, solver {settings['solver']}, {settings['workers']} worker(s), "
+        f"{settings['time_limit_s']:g} s per instance unless noted; run {settings['date']}.", "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python {m['python']}, "
+        f"OR-Tools {m['ortools']}.", "",
+        "Values are in each instance's time unit. *first* and *best*: seconds from the start of the "
+        "solve (after the hand-made schedules) to the backend's first and best reported solution; a "
+        "solve that the starting schedule already proves optimal reports its total time for both. "
+        "*RSS*: the instance process's peak resident memory.", "",
+        "| family | instance | ops | best hand-made | value | solved | bound | gap | status | first (s) | "
+        "best (s) | total (s) | RSS (MB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r.get('family', '')} | {r.get('instance', '')} | | | | | | | error: {r['error']} "
+                         f"| | | | |")
+            continue
+        lines.append(
+            f"| {r['family']} | {r['instance']} | {r['ops']} | {r['best_hand_made'] or '-'} | "
+            f"{_fmt(r['best_hand_made_value'])} | {_fmt(r['solved'])} | {_fmt(r['bound'])} | "
+            f"{100 * r['gap']:.2f}% | {r['status']} | {r['first_solution_s']} | {r['best_solution_s']} | "
+            f"{r['total_s']} | {r['peak_rss_mb']} |"
+        )
+    lines += ["", *summary(rows)]
+    if scaling:
+        lines += ["", "## Build time and memory against ops count (uniform single, P=32, 1.5x)", "",
+                  "| ops | M | zbsolve input (s) | CP-SAT model (s) | RSS before (MB) | peak RSS (MB) |",
+                  "|---|---|---|---|---|---|"]
+        for s in scaling:
+            if "error" in s:
+                lines.append(f"| error: {s['error']} | | | | | |")
+            else:
+                lines.append(f"| {s['ops']} | {s['M']} | {s['input_build_s']} | {s['cpsat_build_s']} | "
+                             f"{s['rss_before_mb']} | {s['peak_rss_mb']} |")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def summary(rows: list[dict]) -> list[str]:
+    ok = [r for r in rows if "error" not in r]
+    if not ok:
+        return ["No instance finished."]
+    worse = [r["instance"] for r in ok if not r["not_worse_than_hand_made"]]
+    small = sorted(r["gap"] for r in ok if r["ops"] <= 3000)
+    tiny = [r for r in ok if r["ops"] <= 400]
+    lines = ["## Summary", "",
+             f"- Instances: {len(ok)} finished, {len(rows) - len(ok)} failed.",
+             f"- Worse than the best fitting hand-made schedule: {', '.join(worse) if worse else 'none'}.",
+             f"- Proven optimal: {sum(r['status'] == 'optimal' for r in ok)} of {len(ok)}."]
+    if small:
+        median = small[len(small) // 2] if len(small) % 2 else (small[len(small) // 2 - 1] + small[len(small) // 2]) / 2
+        lines.append(f"- Instances with at most 3,000 ops: {len(small)}; gap median {100 * median:.2f}%, "
+                     f"worst {100 * small[-1]:.2f}%.")
+    if tiny:
+        lines.append(f"- Instances with at most 400 ops: {len(tiny)}; proven optimal "
+                     f"{sum(r['status'] == 'optimal' for r in tiny)}.")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=sorted(SUITES), default="standard")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance (default 60)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--solver", default="cpsat")
+    parser.add_argument("--no-scaling", action="store_true", help="skip the build-time/memory part")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent), help="folder for the results")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    instances = SUITES[args.suite]()
+    settings = {"suite": args.suite, "solver": args.solver, "workers": args.workers,
+                "time_limit_s": args.time_limit, "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
+    rows: list[dict] = []
+    for index, instance in enumerate(instances):
+        print(f"[{index + 1}/{len(instances)}] {instance.name} ...", end=" ", flush=True)
+        row = _in_child(run_instance, args.suite, index, args.time_limit, args.workers, args.solver)
+        row.setdefault("family", instance.family)
+        row.setdefault("instance", instance.name)
+        rows.append(row)
+        print(row.get("error") or f"{row['solved']:g} ({row['status']}, gap {100 * row['gap']:.2f}%, "
+                                   f"{row['total_s']} s)", flush=True)
+        _save(out, settings, rows, [])
+    scaling = []
+    if not args.no_scaling:
+        for n in SCALING_OPS if args.suite == "standard" else SCALING_OPS[:1]:
+            print(f"scaling: about {n} ops ...", end=" ", flush=True)
+            scaling.append(_in_child(run_scaling, n))
+            print(scaling[-1], flush=True)
+    _save(out, settings, rows, scaling)
+    print(f"wrote {out / 'results.md'} and {out / 'results.json'}")
+    return 0
+
+
+def _save(out: Path, settings: dict, rows: list[dict], scaling: list[dict]) -> None:
+    (out / "results.json").write_text(json.dumps({"settings": settings, "instances": rows, "scaling": scaling},
+                                                 indent=1) + "\n", encoding="utf-8")
+    write_markdown(out / "results.md", settings, rows, scaling)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Best makespan of tiny problems by exhaustive search, independent of every solver."""
+
+from zbsolve.ops import Op, OpGraph
+from zbsolve.simulator import simulate
+
+
+def brute_force_makespan(problem):
+    """Best makespan over every schedule a device may run, pairs included (tiny problems).
+
+    Depth-first over semi-active schedules: each step places one slot (a single op, or an
+    F with a B or whole backward of another stage) as early as its inputs and its device
+    allow, in nondecreasing (start, device) order so each combination of per-device orders
+    is met once. Times come from the costs here; the simulator re-times every complete
+    candidate and the memory limit is checked on its result.
+    """
+    graph = OpGraph(problem)
+    split, pair_length = problem.split_backward, graph.fb_overlap
+    ops = graph.ops()
+    producer = {"F": "F", "I": "B" if split else "BW"}
+    best = [None]
+
+    def ready(op, done):
+        times = [0]
+        for (event, q, k, i), delay in graph.requirements(op):
+            source = Op(producer[event], q, k, i)
+            if source not in done:
+                return None
+            times.append(done[source] + delay)
+        return max(times)
+
+    def slots(done):
+        free = [op for op in ops if op not in done and ready(op, done) is not None]
+        yield from ((op,) for op in free)
+        for f in (op for op in free if op.kind == "F" and pair_length is not None):
+            for b in (op for op in free if op.kind in ("B", "BW") and graph.device(op) == graph.device(f)):
+                if (f.pipe, f.stage) != (b.pipe, b.stage):
+                    yield (f, b)
+                    if b.kind == "B":
+                        yield (f, Op("BW", b.pipe, b.stage, b.microbatch))
+
+    def search(done, free_at, last, orders):
+        if len(done) == len(ops):
+            _keep(graph, orders, best)
+            return
+        for slot in slots(done):
+            d = graph.device(slot[0])
+            halves = [Op("B", op.pipe, op.stage, op.microbatch) if op.kind == "BW" and split else op for op in slot]
+            start = max([free_at[d]] + [ready(op, done) for op in halves])
+            if (start, d) <= last:
+                continue
+            end = start + (pair_length if len(slot) == 2 else sum(graph.duration(op) for op in slot))
+            if best[0] is not None and graph.time(end) >= best[0]:
+                continue
+            placed = dict(done)
+            for op in slot:
+                for part in (("B", "W") if op.kind == "BW" and split else (op.kind,)):
+                    placed[Op(part, op.pipe, op.stage, op.microbatch)] = end
+            moved = list(free_at)
+            moved[d] = end
+            search(placed, moved, (start, d), [o + [slot] if j == d else o for j, o in enumerate(orders)])
+
+    search({}, [0] * problem.devices, (-1, -1), [[] for _ in range(problem.devices)])
+    return best[0]
+
+
+def _keep(graph, orders, best):
+    s = simulate(graph, orders)
+    if not s.over_memory_limit() and (best[0] is None or s.metrics.makespan < best[0]):
+        best[0] = s.metrics.makespan

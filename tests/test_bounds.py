@@ -1,0 +1,51 @@
+"""Lower bounds (Jackson, memory warm-up and cool-down) against exact optima."""
+
+import pytest
+from exact_model import plain_optimum
+from helpers import stage_costs, uniform
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zbsolve.ops import OpGraph
+from zbsolve.placements import build_problem
+from zbsolve.solvers import minimum_memory
+from zbsolve.solvers.base import build_input
+
+
+def bound_of(problem) -> float:
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    return data.value(data.lower_bound())
+
+
+@st.composite
+def tiny_problems(draw):
+    placement = draw(st.sampled_from(["single", "single", "interleaved:2", "vshape"]))
+    P = draw(st.integers(1, 3))
+    M = draw(st.integers(1, 5 if placement == "single" else 3))
+    problem = build_problem(
+        P, M, draw(stage_costs(P)), placement=placement, comm=draw(st.sampled_from([0.0, 0.1, 0.5])),
+        memory=draw(st.sampled_from([None, "0.5x", "0.75x", "1x", "1.25x", "1.5x", "2x"])),
+        split_backward=draw(st.booleans()),
+    )
+    limit = problem.memory_limit
+    if limit is not None and any(a > b for a, b in zip(minimum_memory(problem), limit)):
+        return draw(st.nothing())  # no schedule at all; covered by the infeasibility tests
+    return problem
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(tiny_problems())
+def test_the_bound_never_exceeds_the_exact_optimum(problem):
+    optimum = plain_optimum(problem)
+    assert optimum is not None, "tiny problems are proven within the time limit"
+    assert bound_of(problem) <= optimum + 1e-9
+
+
+@pytest.mark.parametrize("P, M, memory, optimum", [
+    (2, 4, "1x", 13.1), (3, 3, "1x", 11.7), (3, 6, "1x", 20.4),
+])
+def test_memory_bounds_meet_small_optima(P, M, memory, optimum):
+    # The work bound alone gives M(F+B+W) + warm-up; warm-up and cool-down idle close the gap.
+    problem = uniform(P, M, memory=memory, F=1, B=1.2, W=0.7)
+    assert plain_optimum(problem) == pytest.approx(optimum)
+    assert bound_of(problem) == pytest.approx(optimum)

@@ -1,0 +1,161 @@
+"""Lower bounds on the objective, from relaxations that any schedule must satisfy.
+
+Every bound here is in solver units and is valid for the problem as the solvers see it
+(split or fused backward, F&B pairs, memory limits). The reported bound of a solve is
+the best of these and of what the backend proves.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import TYPE_CHECKING
+
+from zbsolve.ops import Op
+
+if TYPE_CHECKING:
+    from zbsolve.solvers.base import SolveInput
+
+
+def lower_bound(data: SolveInput) -> int:
+    """The best of the bounds below."""
+    if data.objective == "span":
+        return max((span_work_bound(data, ops) for ops in data.device_ops if ops), default=0)
+    best = max((data.head[op] + data.tail[op] for op in data.ops), default=0)  # critical path
+    for ops in data.device_ops:
+        if ops:
+            best = max(best, jackson_bound(data, ops), warmup_bound(data, ops), cooldown_bound(data, ops))
+    return best
+
+
+def span_work_bound(data: SolveInput, ops: list[Op]) -> int:
+    """A device is busy for all its work within its own span (pairs save at most `pair_saving`)."""
+    return sum(data.duration[op] for op in ops) - data.pair_saving(ops)
+
+
+def jackson_bound(data: SolveInput, ops: list[Op]) -> int:
+    """One device as a single machine with heads and tails, preemption allowed.
+
+    Each op may start no earlier than its head and needs its tail after it ends; Jackson's
+    preemptive schedule (always run the available op with the longest tail) minimises the
+    latest end + tail exactly for that relaxation, so its value bounds the makespan. With
+    F&B pairs the ops run at full length and the most pairs could save is subtracted: any
+    schedule with pairs becomes a one-machine schedule by running each pair's halves one
+    after the other, which delays everything after it by no more than that pair's saving.
+    """
+    jobs = sorted((data.head[op], data.duration[op], data.tail[op] - data.shortest(op)) for op in ops)
+    available: list[tuple[int, int]] = []  # (-tail, remaining time)
+    time = best = 0
+    i = 0
+    while i < len(jobs) or available:
+        if not available:
+            time = max(time, jobs[i][0])
+        while i < len(jobs) and jobs[i][0] <= time:
+            head, length, tail = jobs[i]
+            heapq.heappush(available, (-tail, length))
+            i += 1
+        negative_tail, remaining = heapq.heappop(available)
+        run = remaining if i == len(jobs) else min(remaining, jobs[i][0] - time)
+        time += run
+        if run < remaining:  # a release may bring a longer tail: reconsider
+            heapq.heappush(available, (negative_tail, remaining - run))
+        else:
+            best = max(best, time - negative_tail)
+    return best - data.pair_saving(ops)
+
+
+def warmup_bound(data: SolveInput, ops: list[Op]) -> int:
+    """Memory-limited warm-up: until a device's first backward starts, it can run only
+    forwards, and only as many as its memory holds (nothing is released before a backward
+    ends). So it idles for at least the wait for that first backward minus the forward
+    work that fits in memory, and everything else still follows.
+
+    The forward work that fits is a fractional knapsack (most time per byte first), an
+    upper bound on what any set of forwards within the limit can take.
+    """
+    if data.memory_limit is None:
+        return 0
+    backwards = [op for op in ops if op.kind in ("B", "BW")]
+    if not backwards:
+        return 0
+    first_backward = min(data.head[op] for op in backwards)
+    room = data.memory_limit[data.graph.device(ops[0])]
+    fits = 0.0
+    forwards = sorted((op for op in ops if op.kind == "F"),
+                      key=lambda op: -data.duration[op] / max(data.memory_effect[op][0], 1e-300))
+    for op in forwards:
+        size, length = data.memory_effect[op][0], data.duration[op]
+        if size <= room:
+            fits += length
+            room -= size
+        else:
+            fits += length * room / size
+            break
+    return first_backward + math.ceil(_work(data, ops) - fits - 1e-9) + _least_after(data, ops)
+
+
+def _warmup_idle(data: SolveInput, ops: list[Op]) -> float:
+    """Idle time the device must spend before its first backward starts."""
+    return warmup_bound(data, ops) - _work(data, ops) - _least_after(data, ops)
+
+
+def cooldown_bound(data: SolveInput, ops: list[Op]) -> int:
+    """Memory-limited cool-down, on a device that holds one stage.
+
+    After the device's last F ends, its microbatch travels to the end of the pipe and back
+    before that microbatch's backward can start here. Meanwhile the device can only run
+    backwards and W's of microbatches it holds in memory at that F's start: n waiting for
+    their backward (each holding the activation) and m waiting for their W (each holding
+    the residual), with the last F's own activation, within the limit. What it cannot
+    fill is idle, and it comes on top of the warm-up idle when the last F must follow a
+    backward (more microbatches than fit).
+    """
+    if data.memory_limit is None:
+        return 0
+    forwards = [op for op in ops if op.kind == "F"]
+    if len({(op.pipe, op.stage) for op in forwards}) != 1:
+        return 0
+    last = forwards[-1]
+    backward = Op("B" if data.split else "BW", last.pipe, last.stage, last.microbatch)
+    trip = _path(data, last, backward) - data.duration[last]
+    activation, limit = data.memory_effect[last][0], data.memory_limit[data.graph.device(last)]
+    if activation <= 0:
+        return 0
+    b = data.duration[backward]
+    w = data.duration[Op("W", last.pipe, last.stage, last.microbatch)] if data.split else 0
+    residual = data.memory_effect[Op("W", last.pipe, last.stage, last.microbatch)][1] if data.split else 0
+    others = len(forwards) - 1
+    fill = 0
+    for waiting in range(min(others, limit // activation - 1) + 1):
+        free = limit - activation * (waiting + 1)
+        deferred = 0 if not data.split else (others - waiting if residual <= 0 else min(others - waiting,
+                                                                                       free // residual))
+        fill = max(fill, waiting * (b + w) + deferred * w)
+    idle = max(0, trip - fill)
+    warm = max(0.0, _warmup_idle(data, ops))
+    disjoint = len(forwards) > limit // activation  # the last F then starts after a backward has ended
+    idle_total = idle + warm if disjoint else max(idle, warm)
+    return math.ceil(_work(data, ops) + idle_total - 1e-9) + _least_after(data, ops)
+
+
+def _path(data: SolveInput, source: Op, target: Op) -> int:
+    """Longest dependency path from `source`'s start to `target`'s start (same microbatch)."""
+    from zbsolve.solvers.base import _topological
+
+    ops = [op for op in data.ops if op.pipe == source.pipe and op.microbatch == source.microbatch]
+    reach = {source: 0}
+    for op in _topological(ops, {op: data.predecessors[op] for op in ops}):  # edges stay in a microbatch
+        if op == source:
+            continue
+        arrivals = [reach[p] + data.shortest(p) + d for p, d in data.predecessors[op] if p in reach]
+        if arrivals:
+            reach[op] = max(arrivals)
+    return reach.get(target, 0)
+
+
+def _work(data: SolveInput, ops: list[Op]) -> int:
+    return sum(data.duration[op] for op in ops) - data.pair_saving(ops)
+
+
+def _least_after(data: SolveInput, ops: list[Op]) -> int:
+    return min(data.tail[op] - data.shortest(op) for op in ops)

@@ -1,0 +1,223 @@
+"""One list-scheduling pass under one rule and one in-flight cap."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from zbsolve.ops import Op
+from zbsolve.solvers.base import SolveInput
+
+from .rules import Rule
+
+BACKWARD = ("B", "BW")
+
+
+@dataclass
+class _Layout:
+    """What every pass needs and no pass changes (computed once per SolveInput)."""
+
+    successors: dict[Op, list[Op]]
+    chains: list[list[list[Op]]]  # per device: its chains (ordered ones are taken in order)
+    ordered: list[list[bool]]
+    entry_stage: dict[tuple[int, int], int]  # (device, pipe) -> first stage of the pipe there
+    reserve: dict[tuple[int, int], int]  # (device, pipe) -> activation of one microbatch there
+    depth: dict[tuple[int, int], float]  # (device, pipe) -> stages to the pipe's end, per stage held
+    backwards_held: dict[tuple[int, int], int]  # (device, pipe) -> backward ops per microbatch
+
+
+def layout(data: SolveInput) -> _Layout:
+    cached = getattr(data, "_list_layout", None)
+    if cached is not None:
+        return cached
+    successors: dict[Op, list[Op]] = {op: [] for op in data.ops}
+    for op in data.ops:
+        for pred, _ in data.predecessors[op]:
+            successors[pred].append(op)
+    chains: list[list[list[Op]]] = [[] for _ in data.device_ops]
+    ordered: list[list[bool]] = [[] for _ in data.device_ops]
+    for chain in data.chains:
+        d = data.graph.device(chain[0])
+        chains[d].append(chain)
+        ordered[d].append(data.ordered(chain))
+    entry, reserve, count = {}, {}, {}
+    for op in data.ops:
+        if op.kind != "F" or op.microbatch != data.graph.problem.pipes[op.pipe].microbatches[0]:
+            continue
+        key = (data.graph.device(op), op.pipe)
+        entry[key] = min(entry.get(key, op.stage), op.stage)
+        reserve[key] = reserve.get(key, 0) + data.memory_effect[op][0]
+        count[key] = count.get(key, 0) + 1
+    stages = {q: len(pipe.stages) for q, pipe in enumerate(data.graph.problem.pipes)}
+    depth = {key: (stages[key[1]] - entry[key]) / count[key] for key in entry}
+    result = _Layout(successors, chains, ordered, entry, reserve, depth, count)
+    data._list_layout = result
+    return result
+
+
+class ListRun:
+    def __init__(self, data: SolveInput, rule: Rule, cap: float | None) -> None:
+        self.data, self.rule, self.cap = data, rule, cap
+        self.layout = layout(data)
+        devices = len(data.device_ops)
+        self.starts: dict[Op, int] = {}
+        self.ends: dict[Op, int] = {}
+        self.pairs: list[tuple[Op, Op]] = []
+        self.free = [0] * devices
+        self.committed = [0] * devices
+        self.inflight: dict[tuple[int, int], int] = {key: 0 for key in self.layout.entry_stage}
+        self.admitted: dict[tuple[int, int], int] = {key: 0 for key in self.layout.entry_stage}
+        self.pending: dict[tuple[int, int, int], int] = {}
+        self.position = [[0] * len(c) for c in self.layout.chains]
+        self.unordered = [[set(c) if not o else None for c, o in zip(cs, os)]
+                          for cs, os in zip(self.layout.chains, self.layout.ordered)]
+        self.complete = self._run()
+
+    # --- the pass -------------------------------------------------------------------
+    def _run(self) -> bool:
+        devices = len(self.data.device_ops)
+        options = [self._option(d) for d in range(devices)]
+        remaining = len(self.data.ops)
+        while remaining:
+            if self.data.stop.is_set():
+                return False
+            best = None
+            for d, option in enumerate(options):
+                if option is not None and (best is None or option[0] < options[best][0]):
+                    best = d
+            if best is None:
+                return False  # every device waits on memory another device holds
+            start, slot = options[best]
+            remaining -= self._place(best, start, slot)
+            touched = {best} | {self.data.graph.device(s) for op in slot for s in self.layout.successors[op]}
+            for d in touched:
+                options[d] = self._option(d)
+        return True
+
+    def _candidates(self, d: int):
+        for j, chain in enumerate(self.layout.chains[d]):
+            pending = self.unordered[d][j]
+            if pending is None:
+                if self.position[d][j] < len(chain):
+                    yield chain[self.position[d][j]]
+            else:
+                yield from pending
+
+    def _option(self, d: int) -> tuple[int, tuple[Op, ...]] | None:
+        """The earliest start on device d and the slot the rule picks for it."""
+        ready: list[tuple[int, Op]] = []
+        for op in self._candidates(d):
+            r = self._ready(op)
+            if r is None or (op.kind == "F" and not self._admissible(d, op)):
+                continue
+            ready.append((max(r, self.free[d]), op))
+        if not ready:
+            return None
+        t = min(r for r, _ in ready)
+        now = [op for r, op in ready if r == t]
+        key = self._key
+        chosen = min(now, key=key)
+        if self.rule.pairs and self.data.pair_duration is not None:
+            partners = [op for op in now if (op.kind == "F") != (chosen.kind == "F") and op.kind != "W"
+                        and chosen.kind != "W" and (op.pipe, op.stage) != (chosen.pipe, chosen.stage)]
+            partners = [op for op in partners if self._saves(chosen, op)]
+            if partners:
+                partner = min(partners, key=key)
+                f, b = (chosen, partner) if chosen.kind == "F" else (partner, chosen)
+                return t, (f, b)
+        return t, (chosen,)
+
+    def _key(self, op: Op) -> tuple:
+        return self.rule.key(op, self.data.tail[op], op.microbatch)
+
+    def _saves(self, a: Op, b: Op) -> bool:
+        f, back = (a, b) if a.kind == "F" else (b, a)
+        alone = self.data.duration[f] + self.data.duration[back] + self._absorbed_length(back)
+        return self.data.pair_duration < alone
+
+    def _absorbed_length(self, back: Op) -> int:
+        return self.data.duration[Op("W", back.pipe, back.stage, back.microbatch)] if back.kind == "B" else 0
+
+    def _ready(self, op: Op) -> int | None:
+        r = 0
+        for pred, delay in self.data.predecessors[op]:
+            end = self.ends.get(pred)
+            if end is None:
+                return None
+            r = max(r, end + delay)
+        return r
+
+    def _admissible(self, d: int, f: Op) -> bool:
+        """An F that brings a new microbatch to this device must fit its whole activation
+        here (later stages of it are then covered), keep room for one microbatch of every
+        other pipe that has none here yet (so two pipes cannot lock each other out), and
+        stay within the in-flight cap."""
+        key = (d, f.pipe)
+        if f.stage != self.layout.entry_stage[key]:
+            return True
+        if self.cap is not None and self.inflight[key] >= max(1, math.ceil(self.cap * self.layout.depth[key])):
+            return False
+        limit = self.data.memory_limit
+        if limit is None:
+            return True
+        need = self.committed[d] + self.layout.reserve[key]
+        others = [r for (e, q), r in self.layout.reserve.items() if e == d and q != f.pipe
+                  and self.inflight[(e, q)] == 0 and self.admitted[(e, q)] < self._microbatches(q)]
+        if others and sum(r for (e, _), r in self.layout.reserve.items() if e == d) <= limit[d]:
+            need += sum(others)
+        return need <= limit[d]
+
+    def _microbatches(self, pipe: int) -> int:
+        return len(self.data.graph.problem.pipes[pipe].microbatches)
+
+    def _place(self, d: int, start: int, slot: tuple[Op, ...]) -> int:
+        data = self.data
+        length = data.pair_duration if len(slot) == 2 else data.duration[slot[0]]
+        end = start + length
+        placed = list(slot)
+        if len(slot) == 2:
+            self.pairs.append(slot)
+            if slot[1].kind == "B":  # the pair absorbs this microbatch's W
+                w = Op("W", slot[1].pipe, slot[1].stage, slot[1].microbatch)
+                placed.append(w)
+        for op in placed:
+            self.starts[op], self.ends[op] = start, end
+            self._advance(d, op)
+            self._account(d, op)
+        self.free[d] = end
+        return len(placed)
+
+    def _advance(self, d: int, op: Op) -> None:
+        for j, chain in enumerate(self.layout.chains[d]):
+            if (chain[0].kind, chain[0].pipe, chain[0].stage) != (op.kind, op.pipe, op.stage):
+                continue
+            pending = self.unordered[d][j]
+            if pending is None:
+                self.position[d][j] += 1
+            else:
+                pending.discard(op)
+            return
+
+    def _account(self, d: int, op: Op) -> None:
+        key = (d, op.pipe)
+        if op.kind == "F" and op.stage == self.layout.entry_stage[key]:
+            self.committed[d] += self.layout.reserve[key]
+            self.inflight[key] += 1
+            self.admitted[key] += 1
+            self.pending[(d, op.pipe, op.microbatch)] = self.layout.backwards_held[key]
+        self.committed[d] -= self.data.memory_effect[op][1]
+        if op.kind in BACKWARD:
+            mb = (d, op.pipe, op.microbatch)
+            self.pending[mb] -= 1
+            if self.pending[mb] == 0:
+                self.inflight[key] -= 1
+
+    # --- results ----------------------------------------------------------------------
+    def objective(self) -> int:
+        if self.data.objective == "makespan":
+            return max(self.ends.values(), default=0)
+        span = 0
+        for ops in self.data.device_ops:
+            if ops:
+                span = max(span, max(self.ends[op] for op in ops) - min(self.starts[op] for op in ops))
+        return span
