@@ -25,7 +25,7 @@ def tiny_problems(draw):
     problem = build_problem(
         P, M, draw(stage_costs(P)), placement=placement, comm=draw(st.sampled_from([0.0, 0.1, 0.5])),
         memory=draw(st.sampled_from([None, "0.5x", "0.75x", "1x", "1.25x", "1.5x", "2x"])),
-        split_backward=draw(st.booleans()),
+        split_backward=draw(st.booleans()), objective=draw(st.sampled_from(["makespan", "span"])),
     )
     limit = problem.memory_limit
     if limit is not None and any(a > b for a, b in zip(minimum_memory(problem), limit)):

@@ -36,6 +36,8 @@ class SolveInput:
     unit: int  # ticks per solver unit
     pair_duration: int | None = None  # an overlapped F&B pair's length, when fb_overlap is set
     implied: list[tuple[Op, Op]] = field(default_factory=list)  # see _implied_edges
+    before: dict[Op, list[tuple[Op, int]]] = field(default_factory=dict)  # dependencies + implied edges
+    topological: list[Op] = field(default_factory=list)  # an order of ops that respects `before`
     hint: dict[Op, int] | None = None
     hint_pairs: set[tuple[Op, Op]] = field(default_factory=set)  # (F, B or BW) overlapped in the hint
     time_limit: float = 60.0
@@ -156,6 +158,7 @@ def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
     for a, b in data.implied:
         before[b].append((a, 0))
     topological = _topological(ops, before)
+    data.before, data.topological = before, topological
     for op in topological:
         data.head[op] = max((data.head[p] + data.shortest(p) + d for p, d in before[op]), default=0)
     successors: dict[Op, list[tuple[Op, int]]] = {op: [] for op in ops}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def lower_bound(data: SolveInput) -> int:
     """The best of the bounds below."""
     if data.objective == "span":
-        return max((span_work_bound(data, ops) for ops in data.device_ops if ops), default=0)
+        return max((span_bound(data, d) for d, ops in enumerate(data.device_ops) if ops), default=0)
     best = max((data.head[op] + data.tail[op] for op in data.ops), default=0)  # critical path
     for ops in data.device_ops:
         if ops:
@@ -28,12 +28,46 @@ def lower_bound(data: SolveInput) -> int:
     return best
 
 
-def span_work_bound(data: SolveInput, ops: list[Op]) -> int:
-    """A device is busy for all its work within its own span (pairs save at most `pair_saving`)."""
-    return sum(data.duration[op] for op in ops) - data.pair_saving(ops)
+def span_bound(data: SolveInput, device: int) -> int:
+    """The Jackson and warm-up bounds on one device's span, with times measured from the
+    device's first op: that op is the first F of one of its stages, so every op on the
+    device starts no earlier than its longest path from that F (the least over the
+    candidates), and is followed by its longest path to the end of an op on the device."""
+    ops = data.device_ops[device]
+    starts = [_longest_from(data, first) for first in data.first_forwards(device)]
+    head = {op: min((reach.get(op, 0) for reach in starts), default=0) for op in ops}
+    to_end = _longest_to(data, set(ops))
+    tail = {op: to_end[op] for op in ops}
+    return max(_work(data, ops), jackson_bound(data, ops, head, tail), warmup_bound(data, ops, head, tail))
 
 
-def jackson_bound(data: SolveInput, ops: list[Op]) -> int:
+def _longest_from(data: SolveInput, source: Op) -> dict[Op, int]:
+    """Longest path (start to start) from `source` to every op it reaches."""
+    reach = {source: 0}
+    for op in data.topological:
+        arrivals = [reach[p] + data.shortest(p) + d for p, d in data.before[op] if p in reach]
+        if arrivals and op != source:
+            reach[op] = max(arrivals)
+    return reach
+
+
+def _longest_to(data: SolveInput, targets: set[Op]) -> dict[Op, int]:
+    """Longest path from each op's start to the end of some op in `targets` (that reaches one)."""
+    successors: dict[Op, list[tuple[Op, int]]] = {}
+    for op in data.ops:
+        for p, d in data.before[op]:
+            successors.setdefault(p, []).append((op, d))
+    longest: dict[Op, int] = {}
+    for op in reversed(data.topological):
+        options = [data.shortest(op) + d + longest[s] for s, d in successors.get(op, ()) if s in longest]
+        if op in targets:
+            options.append(data.shortest(op))
+        if options:
+            longest[op] = max(options)
+    return longest
+
+
+def jackson_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
     """One device as a single machine with heads and tails, preemption allowed.
 
     Each op may start no earlier than its head and needs its tail after it ends; Jackson's
@@ -43,7 +77,8 @@ def jackson_bound(data: SolveInput, ops: list[Op]) -> int:
     schedule with pairs becomes a one-machine schedule by running each pair's halves one
     after the other, which delays everything after it by no more than that pair's saving.
     """
-    jobs = sorted((data.head[op], data.duration[op], data.tail[op] - data.shortest(op)) for op in ops)
+    head, tail = head or data.head, tail or data.tail
+    jobs = sorted((head[op], data.duration[op], tail[op] - data.shortest(op)) for op in ops)
     available: list[tuple[int, int]] = []  # (-tail, remaining time)
     time = best = 0
     i = 0
@@ -64,7 +99,7 @@ def jackson_bound(data: SolveInput, ops: list[Op]) -> int:
     return best - data.pair_saving(ops)
 
 
-def warmup_bound(data: SolveInput, ops: list[Op]) -> int:
+def warmup_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
     """Memory-limited warm-up: until a device's first backward starts, it can run only
     forwards, and only as many as its memory holds (nothing is released before a backward
     ends). So it idles for at least the wait for that first backward minus the forward
@@ -75,10 +110,11 @@ def warmup_bound(data: SolveInput, ops: list[Op]) -> int:
     """
     if data.memory_limit is None:
         return 0
+    head, tail = head or data.head, tail or data.tail
     backwards = [op for op in ops if op.kind in ("B", "BW")]
     if not backwards:
         return 0
-    first_backward = min(data.head[op] for op in backwards)
+    first_backward = min(head[op] for op in backwards)
     room = data.memory_limit[data.graph.device(ops[0])]
     fits = 0.0
     forwards = sorted((op for op in ops if op.kind == "F"),
@@ -91,7 +127,7 @@ def warmup_bound(data: SolveInput, ops: list[Op]) -> int:
         else:
             fits += length * room / size
             break
-    return first_backward + math.ceil(_work(data, ops) - fits - 1e-9) + _least_after(data, ops)
+    return first_backward + math.ceil(_work(data, ops) - fits - 1e-9) + _least_after(data, ops, tail)
 
 
 def _warmup_idle(data: SolveInput, ops: list[Op]) -> float:
@@ -157,5 +193,6 @@ def _work(data: SolveInput, ops: list[Op]) -> int:
     return sum(data.duration[op] for op in ops) - data.pair_saving(ops)
 
 
-def _least_after(data: SolveInput, ops: list[Op]) -> int:
-    return min(data.tail[op] - data.shortest(op) for op in ops)
+def _least_after(data: SolveInput, ops: list[Op], tail: dict | None = None) -> int:
+    tail = tail or data.tail
+    return min(tail[op] - data.shortest(op) for op in ops)
