@@ -8,6 +8,12 @@ from zbsolve.ops import Op, OpGraph
 
 def plain_optimum(problem, time_limit: float = 60) -> float | None:
     """The proven optimal makespan (or span), or None when not proven within the time limit."""
+    value, proven = plain_solve(problem, time_limit)
+    return value if proven else None
+
+
+def plain_solve(problem, time_limit: float) -> tuple[float | None, bool]:
+    """The best makespan (or span) found within the time limit, and whether it was proven optimal."""
     graph = OpGraph(problem)
     assert graph.fb_overlap is None
     ops = graph.ops()
@@ -54,6 +60,7 @@ def plain_optimum(problem, time_limit: float = 60) -> float | None:
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 2
     solver.parameters.max_time_in_seconds = time_limit
-    if solver.Solve(model) != cp_model.OPTIMAL:
-        return None
-    return graph.time(int(solver.ObjectiveValue()))
+    status = solver.Solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None, False
+    return graph.time(int(solver.ObjectiveValue())), status == cp_model.OPTIMAL

@@ -1,0 +1,26 @@
+"""benchmarks/run.py runs end to end on its quick suite and writes both result files."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_quick_suite_writes_results(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--suite", "quick", "--time-limit", "3",
+         "--workers", "1", "--no-scaling", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    rows = results["instances"]
+    assert len(rows) == 5 and not [r for r in rows if "error" in r]
+    for r in rows:
+        assert r["not_worse_than_hand_made"]
+        assert r["bound"] <= r["solved"] + 1e-9 and r["peak_rss_mb"] > 0
+    uniform = next(r for r in rows if r["instance"] == "uniform P=4 M=8 1x")
+    assert (uniform["solved"], uniform["status"], uniform["ops"]) == (27, "optimal", 96)
+    assert "| uniform P=4 M=8 1x | 96 |" in (tmp_path / "results.md").read_text()
