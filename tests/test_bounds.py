@@ -53,3 +53,14 @@ def test_memory_bounds_meet_small_optima(P, M, memory, optimum):
     problem = uniform(P, M, memory=memory, F=1, B=1.2, W=0.7)
     assert plain_optimum(problem) == pytest.approx(optimum)
     assert bound_of(problem) == pytest.approx(optimum)
+
+
+def test_span_bound_includes_the_cool_down():
+    # At 1x the first device's span is its work plus warm-up and cool-down idle, which is
+    # exactly ZB-H1's 1310.405 ms for the 1.5B profile: the solve is proven at once.
+    from zbsolve.profiles import load_profile
+
+    profile = load_profile("models/zb-1.5b.json")
+    problem = build_problem(profile.devices, profile.microbatches, profile.rank_costs(profile.devices),
+                            comm=profile.comm, memory="1x", objective="span", time_unit=profile.time_unit)
+    assert bound_of(problem) == pytest.approx(1310.405)

@@ -29,7 +29,7 @@ def lower_bound(data: SolveInput) -> int:
 
 
 def span_bound(data: SolveInput, device: int) -> int:
-    """The Jackson and warm-up bounds on one device's span, with times measured from the
+    """The Jackson, warm-up and cool-down bounds on one device's span, with times measured from the
     device's first op: that op is the first F of one of its stages, so every op on the
     device starts no earlier than its longest path from that F (the least over the
     candidates), and is followed by its longest path to the end of an op on the device."""
@@ -38,7 +38,8 @@ def span_bound(data: SolveInput, device: int) -> int:
     head = {op: min((reach.get(op, 0) for reach in starts), default=0) for op in ops}
     to_end = _longest_to(data, set(ops))
     tail = {op: to_end[op] for op in ops}
-    return max(_work(data, ops), jackson_bound(data, ops, head, tail), warmup_bound(data, ops, head, tail))
+    return max(_work(data, ops), jackson_bound(data, ops, head, tail), warmup_bound(data, ops, head, tail),
+               cooldown_bound(data, ops, head, tail))
 
 
 def _longest_from(data: SolveInput, source: Op) -> dict[Op, int]:
@@ -130,12 +131,12 @@ def warmup_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail
     return first_backward + math.ceil(_work(data, ops) - fits - 1e-9) + _least_after(data, ops, tail)
 
 
-def _warmup_idle(data: SolveInput, ops: list[Op]) -> float:
+def _warmup_idle(data: SolveInput, ops: list[Op], head: dict | None, tail: dict | None) -> float:
     """Idle time the device must spend before its first backward starts."""
-    return warmup_bound(data, ops) - _work(data, ops) - _least_after(data, ops)
+    return warmup_bound(data, ops, head, tail) - _work(data, ops) - _least_after(data, ops, tail)
 
 
-def cooldown_bound(data: SolveInput, ops: list[Op]) -> int:
+def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
     """Memory-limited cool-down, on a device that holds one stage.
 
     After the device's last F ends, its microbatch travels to the end of the pipe and back
@@ -144,7 +145,9 @@ def cooldown_bound(data: SolveInput, ops: list[Op]) -> int:
     their backward (each holding the activation) and m waiting for their W (each holding
     the residual), with the last F's own activation, within the limit. What it cannot
     fill is idle, and it comes on top of the warm-up idle when the last F must follow a
-    backward (more microbatches than fit).
+    backward (more microbatches than fit). Both idles lie between the device's first op
+    and its last, so with heads and tails measured on the device (`span_bound`) the sum
+    bounds its span too.
     """
     if data.memory_limit is None:
         return 0
@@ -168,10 +171,10 @@ def cooldown_bound(data: SolveInput, ops: list[Op]) -> int:
                                                                                        free // residual))
         fill = max(fill, waiting * (b + w) + deferred * w)
     idle = max(0, trip - fill)
-    warm = max(0.0, _warmup_idle(data, ops))
+    warm = max(0.0, _warmup_idle(data, ops, head, tail))
     disjoint = len(forwards) > limit // activation  # the last F then starts after a backward has ended
     idle_total = idle + warm if disjoint else max(idle, warm)
-    return math.ceil(_work(data, ops) + idle_total - 1e-9) + _least_after(data, ops)
+    return math.ceil(_work(data, ops) + idle_total - 1e-9) + _least_after(data, ops, tail)
 
 
 def _path(data: SolveInput, source: Op, target: Op) -> int:
