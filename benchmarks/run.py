@@ -133,7 +133,8 @@ def write_markdown(path: Path, settings: dict, rows: list[dict], scaling: list[d
     lines = [
         "# zbsolve benchmark results", "",
         f"Suite `{settings['suite']}`, solver {settings['solver']}, {settings['workers']} worker(s), "
-        f"{settings['time_limit_s']:g} s per instance unless noted; run {settings['date']}.", "",
+        f"{settings['time_limit_s']:g} s per instance unless noted; run {settings['date']}"
+        + "".join(f"; rerun {r}" for r in settings.get("rerun", [])) + ".", "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python {m['python']}, "
         f"OR-Tools {m['ortools']}.", "",
         "Values are in each instance's time unit. *first* and *best*: seconds from the start of the "
@@ -198,21 +199,20 @@ def main() -> int:
     parser.add_argument("--solver", default="cpsat")
     parser.add_argument("--no-scaling", action="store_true", help="skip the build-time/memory part")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent), help="folder for the results")
+    parser.add_argument("--only", metavar="TEXT",
+                        help="run only the instances whose name contains TEXT, replacing their rows in the "
+                             "folder's results.json (same suite and settings) and keeping the rest")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     instances = SUITES[args.suite]()
     settings = {"suite": args.suite, "solver": args.solver, "workers": args.workers,
                 "time_limit_s": args.time_limit, "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
+    if args.only:
+        return _rerun(args, out, settings, instances)
     rows: list[dict] = []
     for index, instance in enumerate(instances):
-        print(f"[{index + 1}/{len(instances)}] {instance.name} ...", end=" ", flush=True)
-        row = _in_child(run_instance, args.suite, index, args.time_limit, args.workers, args.solver)
-        row.setdefault("family", instance.family)
-        row.setdefault("instance", instance.name)
-        rows.append(row)
-        print(row.get("error") or f"{row['solved']:g} ({row['status']}, gap {100 * row['gap']:.2f}%, "
-                                   f"{row['total_s']} s)", flush=True)
+        rows.append(_run_one(args, index, instance, len(instances)))
         _save(out, settings, rows, [])
     scaling = []
     if not args.no_scaling:
@@ -221,6 +221,42 @@ def main() -> int:
             scaling.append(_in_child(run_scaling, n))
             print(scaling[-1], flush=True)
     _save(out, settings, rows, scaling)
+    print(f"wrote {out / 'results.md'} and {out / 'results.json'}")
+    return 0
+
+
+def _run_one(args, index: int, instance, count: int) -> dict:
+    print(f"[{index + 1}/{count}] {instance.name} ...", end=" ", flush=True)
+    row = _in_child(run_instance, args.suite, index, args.time_limit, args.workers, args.solver)
+    row.setdefault("family", instance.family)
+    row.setdefault("instance", instance.name)
+    print(row.get("error") or f"{row['solved']:g} ({row['status']}, gap {100 * row['gap']:.2f}%, "
+                               f"{row['total_s']} s)", flush=True)
+    return row
+
+
+def _rerun(args, out: Path, settings: dict, instances) -> int:
+    """Rerun the matching instances of an earlier run with the same settings."""
+    try:
+        earlier = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        print(f"--only needs an earlier {out / 'results.json'}: {error}", file=sys.stderr)
+        return 2
+    same = ("suite", "solver", "workers", "time_limit_s")
+    if any(earlier["settings"][key] != settings[key] for key in same):
+        print(f"--only: the earlier run used other settings ({', '.join(same)} must match)", file=sys.stderr)
+        return 2
+    rows = {row["instance"]: row for row in earlier["instances"]}
+    chosen = [(i, inst) for i, inst in enumerate(instances) if args.only in inst.name]
+    if not chosen:
+        print(f"--only: no instance name contains {args.only!r}", file=sys.stderr)
+        return 2
+    for index, instance in chosen:
+        rows[instance.name] = _run_one(args, index, instance, len(instances))
+    kept = earlier["settings"]
+    kept["rerun"] = kept.get("rerun", []) + [f"{settings['date']}: {', '.join(i.name for _, i in chosen)}"]
+    ordered = [rows[i.name] for i in instances if i.name in rows]
+    _save(out, kept, ordered, earlier.get("scaling", []))
     print(f"wrote {out / 'results.md'} and {out / 'results.json'}")
     return 0
 

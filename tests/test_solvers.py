@@ -147,3 +147,21 @@ def test_progress_reports_values_in_problem_units():
 def test_op_text_round_trips():
     for op in (Op("F", 0, 3, 1), Op("BW", 1, 0, 12), Op("W", 0, 0, 0)):
         assert Op.parse(str(op)) == op
+
+
+def test_a_backend_that_finds_nothing_in_time_returns_the_starting_schedule(monkeypatch):
+    # What happens on very large instances (the 28.3B profile at 1.25x in the benchmark):
+    # the model finds no schedule within the limit, but the starting schedule is an answer.
+    import zbsolve.solvers as solvers
+    from zbsolve.solvers.base import BackendResult
+
+    monkeypatch.setattr(solvers, "_backend", lambda name: lambda data: BackendResult("unknown", None, None, None, 1.0))
+    # Span at 1.5x: the list scheduler's 25.1 beats ZB-H1's 27.7 but not the bound 24.8,
+    # so the (failing) backend is consulted.
+    problem = uniform(4, 8, memory="1.5x", F=1, B=1.2, W=0.7, objective="span")
+    solved = solve(problem, "cpsat", time_limit=5, workers=1)
+    validate(solved)
+    assert solved.solver.status == "feasible"
+    assert "cpsat found no schedule within 5 s: the starting schedule (list) is returned" in solved.solver.message
+    assert solved.metrics.span == pytest.approx(25.1)
+    assert solved.solver.bound == pytest.approx(24.8)

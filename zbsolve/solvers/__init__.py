@@ -215,9 +215,12 @@ def solve(
 
 
 def _noted(result: BackendResult, note: str | None) -> BackendResult:
-    if note:
-        result.message = f"{note}; {result.message}" if result.message else note
+    result.message = _joined(note, result.message)
     return result
+
+
+def _joined(first: str | None, second: str | None) -> str | None:
+    return "; ".join(part for part in (first, second) if part) or None
 
 
 def _list_schedule(problem: Problem, graph: OpGraph, data: SolveInput) -> Schedule | None:
@@ -260,7 +263,14 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
         raise InfeasibleError(f"{solver} proved that no schedule fits the memory limit "
                               f"{_limit_text(problem)}")
     if result.starts is None:
-        if warm is not None and (result.interrupted or result.status == "optimal"):
+        if warm is not None and result.status == "unknown" and not result.interrupted:
+            # The model found nothing in time (very large instances): the starting schedule
+            # is still a validated answer, just not an improved or proven one.
+            result = replace(result, status="feasible", message=_joined(
+                result.message, f"{solver} found no schedule within {data.time_limit:g} s: "
+                                f"the starting schedule ({warm.name}) is returned"))
+            info = replace(info, message=result.message)
+        if warm is not None and (result.interrupted or result.status in ("optimal", "feasible")):
             schedule = warm
         else:
             reason = (

@@ -23,6 +23,8 @@ from zbsolve.errors import UsageError
 from zbsolve.ops import Op
 from zbsolve.solvers.base import BackendResult, SolveInput
 
+CBC_GRACE_S = 3.0  # how long CBC may take to honour an interrupt before it is killed
+
 
 def _ancestors(data: SolveInput) -> dict[Op, int]:
     """Bitset of every op that must finish before each op starts."""
@@ -190,7 +192,14 @@ def solve_cbc(data: SolveInput) -> BackendResult:
                 msg=False, timeLimit=max(1, round(data.time_limit)), threads=int(data.workers),
                 warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {int(data.seed) + 1}"],
             )
-        model.prob.solve(command)
+        try:
+            model.prob.solve(command)
+        except pulp.PulpSolverError:
+            if not data.stop.is_set():
+                raise
+            # CBC ignored the interrupt and was killed (see _watch_log): it left no solution.
+            return BackendResult("unknown", None, None, None, time.monotonic() - t0, interrupted=True,
+                                 message="CBC did not stop within its grace period and was killed")
         log = _read_log(log_path)
     finally:
         done.set()
@@ -213,10 +222,14 @@ def solve_cbc(data: SolveInput) -> BackendResult:
 
 def _watch_log(path: str, data: SolveInput, t0: float, done: threading.Event) -> None:
     """Report CBC's progress from its log file while it runs; pass a stop request on."""
-    last, forwarded = None, False
+    last, forwarded, killed = None, None, False
     while not done.wait(0.5):
-        if data.stop.is_set() and not forwarded:
-            forwarded = _interrupt_cbc()
+        if data.stop.is_set() and forwarded is None and _interrupt_cbc(signal.SIGINT):
+            forwarded = time.monotonic()
+        # CBC notices SIGINT only between search nodes; a long root LP can hold it for many
+        # seconds, so after a grace period it is killed (the starting schedule remains).
+        if forwarded is not None and not killed and time.monotonic() - forwarded > CBC_GRACE_S:
+            killed = _interrupt_cbc(signal.SIGKILL)
         if data.progress is None:
             continue
         found = _read_log(path)
@@ -226,8 +239,8 @@ def _watch_log(path: str, data: SolveInput, t0: float, done: threading.Event) ->
             data.progress(data.value(now[0]), data.value(now[1]), time.monotonic() - t0)
 
 
-def _interrupt_cbc() -> bool:
-    """Send SIGINT to this process's CBC child: CBC then stops and writes its best solution.
+def _interrupt_cbc(signum: int) -> bool:
+    """Send `signum` to this process's CBC child: on SIGINT CBC stops and writes its best solution.
 
     PuLP keeps the child's handle to itself, so the child is found in /proc (Linux); where
     there is no /proc, CBC runs on to its time limit.
@@ -241,7 +254,7 @@ def _interrupt_cbc() -> bool:
         name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
         if fields[1] == me and "cbc" in name.lower():
             try:
-                os.kill(int(entry.name), signal.SIGINT)
+                os.kill(int(entry.name), signum)
                 sent = True
             except OSError:
                 pass
