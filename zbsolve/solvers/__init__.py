@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from dataclasses import replace
 
 from zbsolve.baselines import applicable, run_baseline
@@ -24,6 +25,7 @@ from zbsolve.validate import validate
 from .base import BackendResult, Progress, SolveInput, build_input
 
 SOLVERS = ("cpsat", "cbc", "list")
+MIN_BACKEND_S = 1.0  # the backend's least time, however long the starting schedules took
 
 
 def _backend(name: str):
@@ -176,6 +178,7 @@ def solve(
     Raises InfeasibleError when the problem has no schedule and SolverError when nothing
     was found in time. `stop` (a threading.Event) ends the search early.
     """
+    began = time.monotonic()
     workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
     check_solver_options(solver, time_limit, workers)
     if solver == "cbc" and problem.fb_overlap is not None:  # refuse before any work, whatever the instance
@@ -210,7 +213,10 @@ def solve(
     if warm is not None:
         hint, data.hint_pairs = _hint_from(warm, data)
         data.hint = hint or None
-    result = _run_in_thread(_backend(solver), data)
+    budget = data
+    if not data.deterministic:  # the limit covers the whole solve, starting schedules included
+        budget = replace(data, time_limit=max(MIN_BACKEND_S, time_limit - (time.monotonic() - began)))
+    result = _run_in_thread(_backend(solver), budget)
     return _finish(problem, graph, data, solver, _noted(result, fallback), warm)
 
 
