@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import platform
 import resource
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -39,7 +40,6 @@ def run_instance(suite: str, index: int, time_limit: float, workers: int, solver
     instance = SUITES[suite]()[index]
     limit = instance.time_limit or time_limit
     problem = instance.build()
-    value_of = (lambda s: s.metrics.span) if problem.objective == "span" else (lambda s: s.metrics.makespan)
     t0 = time.monotonic()
     best = best_fitting_baseline(problem, OpGraph(problem))
     baseline_s = time.monotonic() - t0
@@ -57,14 +57,14 @@ def run_instance(suite: str, index: int, time_limit: float, workers: int, solver
     t0 = time.monotonic()
     solved = solve(problem, solver, time_limit=limit, workers=workers, progress=progress)
     total = time.monotonic() - t0
-    value = value_of(solved)
+    value = solved.value
     if seen["value"] is None or value < seen["value"] - 1e-9:  # the warm start won, or no backend ran
         seen["best"] = total if seen["value"] is None else seen["best"]
     return {
         "family": instance.family, "instance": instance.name, "ops": op_count(problem),
         "objective": problem.objective, "time_unit": problem.time_unit,
         "best_hand_made": best.name if best else None,
-        "best_hand_made_value": value_of(best) if best else None,
+        "best_hand_made_value": best.value if best else None,
         "baselines_s": round(baseline_s, 2),
         "solved": value, "bound": solved.solver.bound, "gap": solved.solver.gap,
         "status": solved.solver.status, "message": solved.solver.message,
@@ -72,7 +72,7 @@ def run_instance(suite: str, index: int, time_limit: float, workers: int, solver
         "first_solution_s": round(seen["first"] if seen["first"] is not None else total, 2),
         "best_solution_s": round(seen["best"] if seen["best"] is not None else total, 2),
         "total_s": round(total, 2), "peak_rss_mb": round(_peak_rss_mb(), 1),
-        "not_worse_than_hand_made": best is None or value <= value_of(best) + 1e-9,
+        "not_worse_than_hand_made": best is None or value <= best.value + 1e-9,
     }
 
 
@@ -182,7 +182,7 @@ def summary(rows: list[dict]) -> list[str]:
              f"- Worse than the best fitting hand-made schedule: {', '.join(worse) if worse else 'none'}.",
              f"- Proven optimal: {sum(r['status'] == 'optimal' for r in ok)} of {len(ok)}."]
     if small:
-        median = small[len(small) // 2] if len(small) % 2 else (small[len(small) // 2 - 1] + small[len(small) // 2]) / 2
+        median = statistics.median(small)
         lines.append(f"- Instances with at most 3,000 ops: {len(small)}; gap median {100 * median:.2f}%, "
                      f"worst {100 * small[-1]:.2f}%.")
     if tiny:

@@ -71,6 +71,11 @@ class Schedule:
             orders.append(slots)
         return orders
 
+    @property
+    def value(self) -> float:
+        """The problem's objective for this schedule: its span or its makespan."""
+        return self.metrics.span if self.problem.objective == "span" else self.metrics.makespan
+
     def with_solver(self, solver: SolverInfo, name: str | None = None) -> Schedule:
         return replace(self, solver=solver, name=name or self.name)
 

@@ -85,7 +85,7 @@ def best_fitting_baseline(problem: Problem, graph: OpGraph) -> Schedule | None:
         schedule = run_baseline(name, problem, graph)
         if schedule.over_memory_limit():
             continue
-        if best is None or _value(schedule) < _value(best):
+        if best is None or schedule.value < best.value:
             best = schedule
     return best
 
@@ -99,14 +99,9 @@ def lower_bound(problem: Problem, graph: OpGraph | None = None) -> float:
 
 def with_bound(schedule: Schedule, bound: float) -> Schedule:
     """The schedule with `bound` and its gap to it recorded (for hand-made schedules)."""
-    value = _value(schedule)
+    value = schedule.value
     gap = (value - bound) / value if value else 0.0
     return schedule.with_solver(replace(schedule.solver, bound=bound, gap=max(0.0, gap)))
-
-
-def _value(schedule: Schedule) -> float:
-    m = schedule.metrics
-    return m.span if schedule.problem.objective == "span" else m.makespan
 
 
 def _hint_from(schedule: Schedule, data: SolveInput) -> tuple[dict[Op, int], set[tuple[Op, Op]]]:
@@ -201,12 +196,12 @@ def solve(
     warm = best_fitting_baseline(problem, graph) if warm_start else None
     if warm_start and solver != "list":
         listed = _list_schedule(problem, graph, data)
-        if listed is not None and (warm is None or _value(listed) < _value(warm)):
+        if listed is not None and (warm is None or listed.value < warm.value):
             warm = listed
-    if warm is not None and _value(warm) <= data.value(data.lower_bound()) * (1 + 1e-12):
+    if warm is not None and warm.value <= data.value(data.lower_bound()) * (1 + 1e-12):
         # Nothing can beat it: skip the model (building a large one takes longer than this).
         if progress:
-            progress(_value(warm), data.value(data.lower_bound()), 0.0)
+            progress(warm.value, data.value(data.lower_bound()), 0.0)
         proven = BackendResult("optimal", None, None, None, 0.0,
                                message="the starting schedule meets the lower bound")
         return _finish(problem, graph, data, solver, _noted(proven, fallback), warm)
@@ -268,32 +263,31 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
     if result.status == "infeasible":
         raise InfeasibleError(f"{solver} proved that no schedule fits the memory limit "
                               f"{_limit_text(problem)}")
-    if result.starts is None:
-        if warm is not None and result.status == "unknown" and not result.interrupted:
+    if result.starts is None:  # interrupted, proven by the bound, or nothing found in time
+        if warm is None:
+            reason = (
+                "interrupted before" if result.interrupted
+                else f"no schedule found within {data.time_limit:g} s by"
+            )
+            raise SolverError(f"{reason} {solver}; try a longer --time-limit or a looser --memory")
+        if result.status == "unknown" and not result.interrupted:
             # The model found nothing in time (very large instances): the starting schedule
             # is still a validated answer, just not an improved or proven one.
             result = replace(result, status="feasible", message=_joined(
                 result.message, f"{solver} found no schedule within {data.time_limit:g} s: "
                                 f"the starting schedule ({warm.name}) is returned"))
             info = replace(info, message=result.message)
-        if warm is not None and (result.interrupted or result.status in ("optimal", "feasible")):
-            schedule = warm
-        else:
-            reason = (
-                "interrupted before" if result.interrupted
-                else f"no schedule found within {data.time_limit:g} s by"
-            )
-            raise SolverError(f"{reason} {solver}; try a longer --time-limit or a looser --memory")
+        schedule = warm
     else:
         orders = _orders_from(result, data)
         release = None
         if problem.objective == "span":  # keep each device's first op where the solver put it
             release = {slots[0][0]: result.starts[slots[0][0]] * data.unit for slots in orders if slots}
         schedule = simulate(graph, orders, "solved", release=release)
-    if warm is not None and _value(warm) < _value(schedule):
+    if warm is not None and warm.value < schedule.value:
         schedule = warm  # the backend stopped early with something worse than the warm start
     validate(schedule)
-    value = _value(schedule)
+    value = schedule.value
     bound = data.value(data.lower_bound())
     if result.bound is not None:  # the model's times are whole units: round the bound up
         bound = max(bound, data.value(math.ceil(result.bound - 1e-6)))

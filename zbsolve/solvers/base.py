@@ -46,6 +46,7 @@ class SolveInput:
     deterministic: bool = False  # one worker: limit by a work measure, not the clock
     progress: Progress | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    _bound: int | None = field(default=None, repr=False)  # lower_bound(), computed once
 
     def value(self, units: float | None) -> float | None:
         """Solver units to the problem's time unit."""
@@ -102,10 +103,12 @@ class SolveInput:
         return self.duration[w] if op.kind == "B" else 0
 
     def lower_bound(self) -> int:
-        """A valid bound on the objective (see `bounds`)."""
-        from .bounds import lower_bound
+        """A valid bound on the objective (see `bounds`), computed on first use."""
+        if self._bound is None:
+            from .bounds import lower_bound
 
-        return lower_bound(self)
+            self._bound = lower_bound(self)
+        return self._bound
 
     def first_forwards(self, device: int) -> list[Op]:
         return [c[0] for c in self.chains if c[0].kind == "F" and self.graph.device(c[0]) == device]

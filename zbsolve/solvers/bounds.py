@@ -20,7 +20,11 @@ if TYPE_CHECKING:
 def lower_bound(data: SolveInput) -> int:
     """The best of the bounds below."""
     if data.objective == "span":
-        return max((span_bound(data, d) for d, ops in enumerate(data.device_ops) if ops), default=0)
+        successors: dict[Op, list[tuple[Op, int]]] = {}
+        for op in data.ops:
+            for p, d in data.before[op]:
+                successors.setdefault(p, []).append((op, d))
+        return max((span_bound(data, d, successors) for d, ops in enumerate(data.device_ops) if ops), default=0)
     best = max((data.head[op] + data.tail[op] for op in data.ops), default=0)  # critical path
     for ops in data.device_ops:
         if ops:
@@ -28,15 +32,16 @@ def lower_bound(data: SolveInput) -> int:
     return best
 
 
-def span_bound(data: SolveInput, device: int) -> int:
+def span_bound(data: SolveInput, device: int, successors: dict[Op, list[tuple[Op, int]]]) -> int:
     """The Jackson, warm-up and cool-down bounds on one device's span, with times measured from the
     device's first op: that op is the first F of one of its stages, so every op on the
     device starts no earlier than its longest path from that F (the least over the
-    candidates), and is followed by its longest path to the end of an op on the device."""
+    candidates), and is followed by its longest path to the end of an op on the device.
+    `successors` inverts `data.before`."""
     ops = data.device_ops[device]
     starts = [_longest_from(data, first) for first in data.first_forwards(device)]
     head = {op: min((reach.get(op, 0) for reach in starts), default=0) for op in ops}
-    to_end = _longest_to(data, set(ops))
+    to_end = _longest_to(data, set(ops), successors)
     tail = {op: to_end[op] for op in ops}
     return max(_work(data, ops), jackson_bound(data, ops, head, tail), warmup_bound(data, ops, head, tail),
                cooldown_bound(data, ops, head, tail))
@@ -52,12 +57,8 @@ def _longest_from(data: SolveInput, source: Op) -> dict[Op, int]:
     return reach
 
 
-def _longest_to(data: SolveInput, targets: set[Op]) -> dict[Op, int]:
+def _longest_to(data: SolveInput, targets: set[Op], successors: dict[Op, list[tuple[Op, int]]]) -> dict[Op, int]:
     """Longest path from each op's start to the end of some op in `targets` (that reaches one)."""
-    successors: dict[Op, list[tuple[Op, int]]] = {}
-    for op in data.ops:
-        for p, d in data.before[op]:
-            successors.setdefault(p, []).append((op, d))
     longest: dict[Op, int] = {}
     for op in reversed(data.topological):
         options = [data.shortest(op) + d + longest[s] for s, d in successors.get(op, ()) if s in longest]

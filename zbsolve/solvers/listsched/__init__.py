@@ -14,7 +14,7 @@ import time
 from zbsolve.solvers.base import BackendResult, SolveInput
 
 from .rules import RULES, Rule
-from .run import ListRun
+from .run import ListRun, layout
 
 # In-flight microbatches a device admits, as a multiple of the stages from it to the end
 # of the pipe (1F1B holds that many; ZB-H2 about twice); None: memory is the only cap.
@@ -24,12 +24,13 @@ CAPS = (1.0, 1.5, 2.0, None)
 def solve_list(data: SolveInput) -> BackendResult:
     t0 = time.monotonic()
     best: ListRun | None = None
+    shared = layout(data)
     tried = 0
     for rule in RULES:
         for cap in CAPS:
             if data.stop.is_set() or (best is not None and time.monotonic() - t0 > data.time_limit):
                 break
-            run = ListRun(data, rule, cap)
+            run = ListRun(data, shared, rule, cap)
             tried += 1
             if run.complete and (best is None or run.objective() < best.objective()):
                 best = run

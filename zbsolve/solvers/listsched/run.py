@@ -14,8 +14,8 @@ BACKWARD = ("B", "BW")
 
 
 @dataclass
-class _Layout:
-    """What every pass needs and no pass changes (computed once per SolveInput)."""
+class Layout:
+    """What every pass needs and no pass changes (computed once per solve)."""
 
     successors: dict[Op, list[Op]]
     chains: list[list[list[Op]]]  # per device: its chains (ordered ones are taken in order)
@@ -26,10 +26,7 @@ class _Layout:
     backwards_held: dict[tuple[int, int], int]  # (device, pipe) -> backward ops per microbatch
 
 
-def layout(data: SolveInput) -> _Layout:
-    cached = getattr(data, "_list_layout", None)
-    if cached is not None:
-        return cached
+def layout(data: SolveInput) -> Layout:
     successors: dict[Op, list[Op]] = {op: [] for op in data.ops}
     for op in data.ops:
         for pred, _ in data.predecessors[op]:
@@ -50,15 +47,13 @@ def layout(data: SolveInput) -> _Layout:
         count[key] = count.get(key, 0) + 1
     stages = {q: len(pipe.stages) for q, pipe in enumerate(data.graph.problem.pipes)}
     depth = {key: (stages[key[1]] - entry[key]) / count[key] for key in entry}
-    result = _Layout(successors, chains, ordered, entry, reserve, depth, count)
-    data._list_layout = result
-    return result
+    return Layout(successors, chains, ordered, entry, reserve, depth, count)
 
 
 class ListRun:
-    def __init__(self, data: SolveInput, rule: Rule, cap: float | None) -> None:
+    def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None) -> None:
         self.data, self.rule, self.cap = data, rule, cap
-        self.layout = layout(data)
+        self.layout = shared
         devices = len(data.device_ops)
         self.starts: dict[Op, int] = {}
         self.ends: dict[Op, int] = {}
