@@ -68,3 +68,15 @@ def test_the_1_5b_model_at_1_5x_reaches_its_lower_bound():
     validate(solved)
     assert solved.metrics.makespan == pytest.approx(1236.541)
     assert (solved.solver.status, solved.solver.bound) == ("optimal", pytest.approx(1236.541))
+
+
+def test_per_stage_memory_holds_more_microbatches_on_a_tight_v():
+    # At 0.5x a V device holds 8 chunk activations. Reserving both chunks of a microbatch when
+    # it enters (which cannot deadlock) admits only 4 at a time: 1842.839 ms. Taking each
+    # chunk's memory as its F runs, keeping room for one later chunk, admits 7: 1773.148 ms.
+    profile = load_profile("models/zb-1.5b.json")
+    problem = build_problem(8, 24, profile.rank_costs(8), comm=profile.comm, memory="0.5x", placement="vshape")
+    solved = solve(problem, "list", time_limit=10, workers=1)
+    validate(solved)
+    assert solved.metrics.makespan == pytest.approx(1773.148)
+    assert "per-stage memory" in solved.solver.message

@@ -1,9 +1,9 @@
 """A fast, memory-aware list scheduler (any placement, any costs, F&B pairs).
 
 It builds schedules op by op: the device that can start something earliest starts the
-op its priority rule prefers among those ready then. Several rules and in-flight caps are
-tried and the best schedule is returned. It is the warm start of the exact solvers and
-the answer for instances too large to model. Its status is `feasible`; only a matching
+op its priority rule prefers among those ready then. Several rules, in-flight caps and
+two ways of holding memory are tried and the best schedule is returned. It is the warm
+start of the exact solvers and the answer for instances too large to model. Its status is `feasible`; only a matching
 lower bound makes it `optimal` (decided by `zbsolve.solvers.solve`).
 """
 
@@ -26,23 +26,24 @@ def solve_list(data: SolveInput) -> BackendResult:
     best: ListRun | None = None
     shared = layout(data)
     tried = 0
-    for rule in RULES:
-        for cap in CAPS:
-            if data.stop.is_set() or (best is not None and time.monotonic() - t0 > data.time_limit):
-                break
-            run = ListRun(data, shared, rule, cap)
-            tried += 1
-            if run.complete and (best is None or run.objective() < best.objective()):
-                best = run
-                if data.progress:
-                    data.progress(data.value(run.objective()), None, time.monotonic() - t0)
+    admissions = (True, False) if any(shared.spare) and data.memory_limit is not None else (True,)
+    for rule, cap, whole in ((r, c, w) for r in RULES for c in CAPS for w in admissions):
+        if data.stop.is_set() or (best is not None and time.monotonic() - t0 > data.time_limit):
+            break
+        run = ListRun(data, shared, rule, cap, whole)
+        tried += 1
+        if run.complete and (best is None or run.objective() < best.objective()):
+            best = run
+            if data.progress:
+                data.progress(data.value(run.objective()), None, time.monotonic() - t0)
     wall = time.monotonic() - t0
     if best is None:
         return BackendResult("unknown", None, None, None, wall, message="every list-scheduling rule deadlocked",
                              interrupted=data.stop.is_set())
     return BackendResult(
         "feasible", best.starts, best.objective(), None, wall, pairs=best.pairs,
-        message=f"list scheduler, best of {tried} rule(s): {best.rule.name}, cap {best.cap}",
+        message=f"list scheduler, best of {tried} pass(es): {best.rule.name}, cap {best.cap}"
+                + ("" if best.whole else ", per-stage memory"),
         interrupted=data.stop.is_set(),
     )
 

@@ -24,6 +24,7 @@ class Layout:
     reserve: dict[tuple[int, int], int]  # (device, pipe) -> activation of one microbatch there
     depth: dict[tuple[int, int], float]  # (device, pipe) -> stages to the pipe's end, per stage held
     backwards_held: dict[tuple[int, int], int]  # (device, pipe) -> backward ops per microbatch
+    spare: list[int]  # per device: the largest activation of an F that does not bring a new microbatch
 
 
 def layout(data: SolveInput) -> Layout:
@@ -47,12 +48,22 @@ def layout(data: SolveInput) -> Layout:
         count[key] = count.get(key, 0) + 1
     stages = {q: len(pipe.stages) for q, pipe in enumerate(data.graph.problem.pipes)}
     depth = {key: (stages[key[1]] - entry[key]) / count[key] for key in entry}
-    return Layout(successors, chains, ordered, entry, reserve, depth, count)
+    spare = [0] * len(data.device_ops)
+    for op in data.ops:
+        d = data.graph.device(op)
+        if op.kind == "F" and op.stage != entry[(d, op.pipe)]:
+            spare[d] = max(spare[d], data.memory_effect[op][0])
+    return Layout(successors, chains, ordered, entry, reserve, depth, count, spare)
 
 
 class ListRun:
-    def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None) -> None:
-        self.data, self.rule, self.cap = data, rule, cap
+    """`whole`: a microbatch entering a device reserves the activation of all its stages
+    there, which cannot deadlock; otherwise each F takes only its own and a new microbatch
+    must leave room for one later-stage F, which holds more microbatches in flight when
+    memory is tight but may deadlock (the pass then reports itself incomplete)."""
+
+    def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None, whole: bool = True) -> None:
+        self.data, self.rule, self.cap, self.whole = data, rule, cap, whole
         self.layout = shared
         devices = len(data.device_ops)
         self.starts: dict[Op, int] = {}
@@ -148,14 +159,15 @@ class ListRun:
         other pipe that has none here yet (so two pipes cannot lock each other out), and
         stay within the in-flight cap."""
         key = (d, f.pipe)
+        limit = self.data.memory_limit
+        activation = self.data.memory_effect[f][0]
         if f.stage != self.layout.entry_stage[key]:
-            return True
+            return self.whole or limit is None or self.committed[d] + activation <= limit[d]
         if self.cap is not None and self.inflight[key] >= max(1, math.ceil(self.cap * self.layout.depth[key])):
             return False
-        limit = self.data.memory_limit
         if limit is None:
             return True
-        need = self.committed[d] + self.layout.reserve[key]
+        need = self.committed[d] + (self.layout.reserve[key] if self.whole else activation + self.layout.spare[d])
         others = [r for (e, q), r in self.layout.reserve.items() if e == d and q != f.pipe
                   and self.inflight[(e, q)] == 0 and self.admitted[(e, q)] < self._microbatches(q)]
         if others and sum(r for (e, _), r in self.layout.reserve.items() if e == d) <= limit[d]:
@@ -195,8 +207,10 @@ class ListRun:
 
     def _account(self, d: int, op: Op) -> None:
         key = (d, op.pipe)
+        if op.kind == "F" and not self.whole:
+            self.committed[d] += self.data.memory_effect[op][0]
         if op.kind == "F" and op.stage == self.layout.entry_stage[key]:
-            self.committed[d] += self.layout.reserve[key]
+            self.committed[d] += self.layout.reserve[key] if self.whole else 0
             self.inflight[key] += 1
             self.admitted[key] += 1
             self.pending[(d, op.pipe, op.microbatch)] = self.layout.backwards_held[key]
