@@ -86,17 +86,32 @@ class SolveInput:
         """An upper bound on the device time F&B pairs can save on one device."""
         if self.pair_duration is None:
             return 0
-        full = {op: self.duration[op] + self._absorbed(op) for op in device_ops if op.kind in ("B", "BW")}
-        forwards = [op for op in device_ops if op.kind == "F"]
-
-        def saving(f: Op, b: Op) -> int:
-            if (f.pipe, f.stage) == (b.pipe, b.stage):
-                return 0
-            return max(0, self.duration[f] + full[b] - self.pair_duration)
-
-        by_forward = sum(max((saving(f, b) for b in full), default=0) for f in forwards)
-        by_backward = sum(max((saving(f, b) for f in forwards), default=0) for b in full)
+        most = self.partner_savings(device_ops)
+        by_forward = sum(v for op, v in most.items() if op.kind == "F")
+        by_backward = sum(v for op, v in most.items() if op.kind != "F")
         return min(by_forward, by_backward)
+
+    def partner_savings(self, device_ops: list[Op]) -> dict[Op, int]:
+        """For each F and backward among `device_ops`, the most one pair with another of
+        them could save (F + backward + its W, less the pair). Costs depend on the stage
+        only, so partners are compared stage by stage."""
+        assert self.pair_duration is not None
+        forward_length: dict[tuple[int, int], int] = {}
+        backward_length: dict[tuple[int, int], int] = {}
+        for op in device_ops:
+            if op.kind == "F":
+                forward_length[op.pipe, op.stage] = self.duration[op]
+            elif op.kind in ("B", "BW"):
+                backward_length[op.pipe, op.stage] = self.duration[op] + self._absorbed(op)
+
+        def best(own: tuple[int, int], length: int, partners: dict[tuple[int, int], int]) -> int:
+            lengths = [other for key, other in partners.items() if key != own]
+            return max(0, length + max(lengths) - self.pair_duration) if lengths else 0
+
+        by_forward = {key: best(key, n, backward_length) for key, n in forward_length.items()}
+        by_backward = {key: best(key, n, forward_length) for key, n in backward_length.items()}
+        return {op: (by_forward if op.kind == "F" else by_backward)[op.pipe, op.stage]
+                for op in device_ops if op.kind in ("F", "B", "BW")}
 
     def _absorbed(self, op: Op) -> int:
         w = Op("W", op.pipe, op.stage, op.microbatch)

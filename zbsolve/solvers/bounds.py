@@ -74,13 +74,25 @@ def jackson_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tai
 
     Each op may start no earlier than its head and needs its tail after it ends; Jackson's
     preemptive schedule (always run the available op with the longest tail) minimises the
-    latest end + tail exactly for that relaxation, so its value bounds the makespan. With
-    F&B pairs the ops run at full length and the most pairs could save is subtracted: any
-    schedule with pairs becomes a one-machine schedule by running each pair's halves one
-    after the other, which delays everything after it by no more than that pair's saving.
+    latest end + tail exactly for that relaxation, so its value bounds the makespan.
+
+    F&B pairs are relaxed in each of three ways, and the best bound is kept: ops at full
+    length less the most all pairs could save (any pair, run as its halves one after the
+    other, delays what follows by at most its saving); or each F shortened by the most a
+    pair with it could save; or each backward's W (BW when fused) shortened so. In the
+    last two, a pair's slot holds its parts at their shortened lengths one after the
+    other, each starting no earlier than in the pair and ending no later, so every
+    schedule with pairs maps to a one-machine schedule of the shortened ops.
     """
     head, tail = head or data.head, tail or data.tail
-    jobs = sorted((head[op], data.duration[op], tail[op] - data.shortest(op)) for op in ops)
+    best = _jackson(data, ops, head, tail, data.duration) - data.pair_saving(ops)
+    for shortened in _pair_relaxations(data, ops):
+        best = max(best, _jackson(data, ops, head, tail, shortened))
+    return best
+
+
+def _jackson(data: SolveInput, ops: list[Op], head: dict, tail: dict, duration: dict) -> int:
+    jobs = sorted((head[op], duration[op], tail[op] - data.shortest(op)) for op in ops)
     available: list[tuple[int, int]] = []  # (-tail, remaining time)
     time = best = 0
     i = 0
@@ -88,8 +100,8 @@ def jackson_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tai
         if not available:
             time = max(time, jobs[i][0])
         while i < len(jobs) and jobs[i][0] <= time:
-            head, length, tail = jobs[i]
-            heapq.heappush(available, (-tail, length))
+            _, length, after = jobs[i]
+            heapq.heappush(available, (-after, length))
             i += 1
         negative_tail, remaining = heapq.heappop(available)
         run = remaining if i == len(jobs) else min(remaining, jobs[i][0] - time)
@@ -98,7 +110,27 @@ def jackson_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tai
             heapq.heappush(available, (negative_tail, remaining - run))
         else:
             best = max(best, time - negative_tail)
-    return best - data.pair_saving(ops)
+    return best
+
+
+def _pair_relaxations(data: SolveInput, ops: list[Op]) -> list[dict[Op, int]]:
+    """Durations with each pair's saving charged to its F, or to its backward's W (BW)."""
+    if data.pair_duration is None:
+        return []
+    most = data.partner_savings(ops)
+    relaxed = []
+    forwards = {op: cut for op, cut in most.items() if op.kind == "F"}
+    if all(cut <= data.duration[op] for op, cut in forwards.items()):
+        relaxed.append({**data.duration, **{op: data.duration[op] - cut for op, cut in forwards.items()}})
+    backwards = {_shrinks(op): cut for op, cut in most.items() if op.kind != "F"}
+    if all(cut <= data.duration[op] for op, cut in backwards.items()):
+        relaxed.append({**data.duration, **{op: data.duration[op] - cut for op, cut in backwards.items()}})
+    return relaxed
+
+
+def _shrinks(backward: Op) -> Op:
+    """The op that takes a pair's saving on the backward side: placed last in the slot."""
+    return Op("W", backward.pipe, backward.stage, backward.microbatch) if backward.kind == "B" else backward
 
 
 def warmup_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
