@@ -2,6 +2,7 @@
 
 import itertools
 import threading
+import time
 
 import pytest
 from helpers import uniform
@@ -165,3 +166,33 @@ def test_a_backend_that_finds_nothing_in_time_returns_the_starting_schedule(monk
     assert "cpsat found no schedule within 5 s: the starting schedule (list) is returned" in solved.solver.message
     assert solved.metrics.span == pytest.approx(25.1)
     assert solved.solver.bound == pytest.approx(24.8)
+
+
+@pytest.mark.parametrize("reports_a_schedule", [False, True])
+def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, reports_a_schedule):
+    # CP-SAT checks its clock between propagation rounds, which took over 20 s on large
+    # memory-bound models. Here a backend ignores its limit altogether (it sleeps through
+    # it): the solve still returns soon after the limit, with what the search last reported.
+    import zbsolve.solvers as solvers
+    from zbsolve.solvers.listsched import solve_list
+
+    def stubborn(data):
+        if reports_a_schedule:
+            listed = solve_list(data)
+            data.best_found = (listed.starts, listed.objective, listed.pairs)
+        time.sleep(30)
+        raise AssertionError("left behind, never read")
+
+    monkeypatch.setattr(solvers, "_backend", lambda name: stubborn)
+    problem = uniform(4, 8, memory="1.5x", F=1, B=1.2, W=0.7, objective="span")
+    began = time.monotonic()
+    solved = solve(problem, "cpsat", time_limit=2, workers=2)
+    assert time.monotonic() - began < 2 + solvers.OVERRUN_GRACE_S + 2
+    validate(solved)
+    assert solved.solver.status == "feasible"
+    assert "the search did not stop within 3 s of its" in solved.solver.message
+    if reports_a_schedule:
+        assert "its best schedule so far is returned" in solved.solver.message
+    else:
+        assert "the starting schedule (list) is returned" in solved.solver.message
+    assert solved.metrics.span == pytest.approx(25.1)

@@ -26,6 +26,7 @@ from .base import BackendResult, Progress, SolveInput, build_input
 
 SOLVERS = ("cpsat", "cbc", "list")
 MIN_BACKEND_S = 1.0  # the backend's least time, however long the starting schedules took
+OVERRUN_GRACE_S = 3.0  # how long past its time limit a backend may run before it is left behind
 
 
 def _backend(name: str):
@@ -208,6 +209,11 @@ def solve(
     if warm is not None:
         hint, data.hint_pairs = _hint_from(warm, data)
         data.hint = hint or None
+        # Only a better schedule is of use: the starting one bounds the objective, and for the
+        # makespan every op's end. Narrow domains propagate far faster in large models.
+        data.incumbent = -(-graph.ticks(warm.value) // data.unit)
+        if data.objective == "makespan":
+            data.horizon = min(data.horizon, data.incumbent)
     budget = data
     if not data.deterministic:  # the limit covers the whole solve, starting schedules included
         budget = replace(data, time_limit=max(MIN_BACKEND_S, time_limit - (time.monotonic() - began)))
@@ -237,7 +243,13 @@ def _list_schedule(problem: Problem, graph: OpGraph, data: SolveInput) -> Schedu
 
 def _run_in_thread(backend, data: SolveInput) -> BackendResult:
     """Run the backend off the main thread, so that Python's signal handlers (Ctrl-C,
-    SIGTERM: they only run on the main thread) can set `data.stop` while it searches."""
+    SIGTERM: they only run on the main thread) can set `data.stop` while it searches.
+
+    CP-SAT checks its clock between propagation rounds, and on large memory-bound models
+    one round took over 20 s, so a solve ran up to 35 s past its limit. A backend still
+    running `OVERRUN_GRACE_S` after its limit is told to stop and left behind (a daemon
+    thread); its best schedule so far, when it reported one, is the result.
+    """
     outcome: dict = {}
 
     def work() -> None:
@@ -246,13 +258,28 @@ def _run_in_thread(backend, data: SolveInput) -> BackendResult:
         except BaseException as error:  # handed to the caller below
             outcome["error"] = error
 
+    began = time.monotonic()
     worker = threading.Thread(target=work, name="zbsolve-solver", daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(timeout=0.1)
+        if not data.deterministic and time.monotonic() - began > data.time_limit + OVERRUN_GRACE_S:
+            data.stop.set()
+            worker.join(timeout=0.5)
+            if worker.is_alive():
+                return _left_behind(data, time.monotonic() - began)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
+
+
+def _left_behind(data: SolveInput, wall: float) -> BackendResult:
+    late = f"the search did not stop within {OVERRUN_GRACE_S:g} s of its {data.time_limit:.3g} s limit"
+    if data.best_found is None:
+        return BackendResult("unknown", None, None, None, wall, message=late)
+    starts, objective, pairs = data.best_found
+    return BackendResult("feasible", starts, objective, None, wall, pairs=pairs,
+                         message=f"{late}: its best schedule so far is returned")
 
 
 def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule | None) -> Schedule:

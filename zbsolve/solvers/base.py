@@ -39,6 +39,8 @@ class SolveInput:
     before: dict[Op, list[tuple[Op, int]]] = field(default_factory=dict)  # dependencies + implied edges
     topological: list[Op] = field(default_factory=list)  # an order of ops that respects `before`
     hint: dict[Op, int] | None = None
+    incumbent: int | None = None  # the starting schedule's objective: no worse is wanted
+    best_found: tuple | None = None  # (starts, objective, pairs): a backend's latest solution, as it searches
     hint_pairs: set[tuple[Op, Op]] = field(default_factory=set)  # (F, B or BW) overlapped in the hint
     time_limit: float = 60.0
     workers: int = 1

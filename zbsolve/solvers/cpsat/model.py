@@ -99,13 +99,14 @@ def _add_memory(model, data: SolveInput, start, end) -> None:
 
 def _add_objective(model, data: SolveInput, start, end):
     H = data.horizon
+    worst = H if data.incumbent is None else min(H, data.incumbent)
     if data.objective == "makespan":
-        makespan = model.NewIntVar(data.lower_bound(), H, "makespan")
+        makespan = model.NewIntVar(data.lower_bound(), worst, "makespan")
         for op in data.sinks():
             model.Add(makespan >= end[op])
         model.Minimize(makespan)
         return makespan
-    span = model.NewIntVar(data.lower_bound(), H, "span")
+    span = model.NewIntVar(data.lower_bound(), worst, "span")
     for d in range(len(data.device_ops)):
         first = model.NewIntVar(0, H, f"first{d}")
         last = model.NewIntVar(0, H, f"last{d}")
@@ -119,14 +120,18 @@ def _add_objective(model, data: SolveInput, start, end):
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    def __init__(self, data: SolveInput) -> None:
+    def __init__(self, data: SolveInput, start: dict, pairs: Pairs | None) -> None:
         super().__init__()
-        self.data = data
+        self.data, self.start, self.pairs = data, start, pairs
         self.t0 = time.monotonic()
 
     def on_solution_callback(self) -> None:
         if self.data.stop.is_set():
             self.StopSearch()
+        # Kept for a solve that must leave the search behind at its time limit.
+        chosen = [pair for pair, x in self.pairs.literal.items() if self.BooleanValue(x)] if self.pairs else []
+        self.data.best_found = ({op: self.Value(var) for op, var in self.start.items()},
+                                int(self.ObjectiveValue()), chosen)
         if self.data.progress:
             self.data.progress(
                 self.data.value(self.ObjectiveValue()), self.data.value(self.BestObjectiveBound()),
@@ -154,7 +159,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     solver.parameters.num_workers = int(data.workers)
     solver.parameters.random_seed = int(data.seed)
     solver.parameters.catch_sigint_signal = False  # zbsolve's own handler sets data.stop
-    callback = _Progress(data)
+    callback = _Progress(data, start, pairs)
     if data.progress:
         solver.best_bound_callback = lambda bound: data.progress(
             None, data.value(bound), time.monotonic() - t0
