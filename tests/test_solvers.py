@@ -168,18 +168,24 @@ def test_a_backend_that_finds_nothing_in_time_returns_the_starting_schedule(monk
     assert solved.solver.bound == pytest.approx(24.8)
 
 
-@pytest.mark.parametrize("reports_a_schedule", [False, True])
-def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, reports_a_schedule):
+@pytest.mark.parametrize("behaviour", ["ignores the stop", "reports, ignores the stop", "stops when told"])
+def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, behaviour):
     # CP-SAT checks its clock between propagation rounds, which took over 20 s on large
-    # memory-bound models. Here a backend ignores its limit altogether (it sleeps through
-    # it): the solve still returns soon after the limit, with what the search last reported.
+    # memory-bound models. Here a backend ignores its limit (it sleeps through it): the
+    # solve still returns soon after the limit, with what the search last reported. One
+    # that stops when told to is not reported as interrupted (no user asked it to stop).
     import zbsolve.solvers as solvers
+    from zbsolve.solvers.base import BackendResult
     from zbsolve.solvers.listsched import solve_list
 
     def stubborn(data):
-        if reports_a_schedule:
-            listed = solve_list(data)
+        listed = solve_list(data)
+        if behaviour == "reports, ignores the stop":
             data.best_found = (listed.starts, listed.objective, listed.pairs)
+        if behaviour == "stops when told":
+            data.stop.wait(30)
+            return BackendResult("feasible", listed.starts, listed.objective, None, 1.0, pairs=listed.pairs,
+                                 interrupted=True)
         time.sleep(30)
         raise AssertionError("left behind, never read")
 
@@ -191,8 +197,8 @@ def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, reports_a_
     validate(solved)
     assert solved.solver.status == "feasible"
     assert "the search did not stop within 3 s of its" in solved.solver.message
-    if reports_a_schedule:
+    if behaviour == "reports, ignores the stop":
         assert "its best schedule so far is returned" in solved.solver.message
-    else:
+    if behaviour == "ignores the stop":
         assert "the starting schedule (list) is returned" in solved.solver.message
     assert solved.metrics.span == pytest.approx(25.1)

@@ -261,24 +261,34 @@ def _run_in_thread(backend, data: SolveInput) -> BackendResult:
     began = time.monotonic()
     worker = threading.Thread(target=work, name="zbsolve-solver", daemon=True)
     worker.start()
+    overran = False
     while worker.is_alive():
         worker.join(timeout=0.1)
         if not data.deterministic and time.monotonic() - began > data.time_limit + OVERRUN_GRACE_S:
+            overran = not data.stop.is_set()  # a user's interrupt is not an overrun
             data.stop.set()
             worker.join(timeout=0.5)
             if worker.is_alive():
-                return _left_behind(data, time.monotonic() - began)
+                return _left_behind(data, time.monotonic() - began, interrupted=not overran)
+            break
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["result"]
+    result = outcome["result"]
+    if overran:  # it stopped when told to: not the user's interrupt, and said so
+        result = replace(result, interrupted=False, message=_joined(_late(data), result.message))
+    return result
 
 
-def _left_behind(data: SolveInput, wall: float) -> BackendResult:
-    late = f"the search did not stop within {OVERRUN_GRACE_S:g} s of its {data.time_limit:.3g} s limit"
+def _late(data: SolveInput) -> str:
+    return f"the search did not stop within {OVERRUN_GRACE_S:g} s of its {data.time_limit:.3g} s limit"
+
+
+def _left_behind(data: SolveInput, wall: float, interrupted: bool) -> BackendResult:
+    late = _late(data)
     if data.best_found is None:
-        return BackendResult("unknown", None, None, None, wall, message=late)
+        return BackendResult("unknown", None, None, None, wall, message=late, interrupted=interrupted)
     starts, objective, pairs = data.best_found
-    return BackendResult("feasible", starts, objective, None, wall, pairs=pairs,
+    return BackendResult("feasible", starts, objective, None, wall, pairs=pairs, interrupted=interrupted,
                          message=f"{late}: its best schedule so far is returned")
 
 
