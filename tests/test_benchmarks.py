@@ -24,3 +24,18 @@ def test_quick_suite_writes_results(tmp_path):
     uniform = next(r for r in rows if r["instance"] == "uniform P=4 M=8 1x")
     assert (uniform["solved"], uniform["status"], uniform["ops"]) == (27, "optimal", 96)
     assert "| uniform P=4 M=8 1x | 96 |" in (tmp_path / "results.md").read_text()
+
+
+def test_parameter_study_runs_each_setting(tmp_path):
+    # A small instance that reaches CP-SAT (the starting schedule does not meet the bound).
+    out = tmp_path / "parameters.md"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "parameters.py"), "--time-limit", "10", "--workers", "1",
+         "--only", "uniform P=4 M=8 fb_overlap 2.4", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| uniform P=4 M=8 fb_overlap 2.4 |")]
+    assert len(rows) == 3
+    for row, setting in zip(rows, ["default", "no disjunctive precedences", "linearization level 2"]):
+        assert f"| {setting} | 23 | 23 | 0.00% | optimal |" in row

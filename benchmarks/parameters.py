@@ -1,0 +1,89 @@
+"""Compare CP-SAT parameter settings on chosen benchmark instances; write parameters.md.
+
+    python benchmarks/parameters.py [--time-limit 60] [--workers 2] [--only TEXT ...]
+
+Each (instance, setting) runs in a fresh process through the same code as `run.py`, with
+the setting's parameters applied to every CpSolver the solve creates. Parameters that
+zbsolve sets itself (time limit, workers, seed) are left to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.instances import SUITES  # noqa: E402
+from benchmarks.run import _fmt, _in_child, machine, run_instance  # noqa: E402
+
+SETTINGS = {
+    "default": {},
+    # The root propagation of large memory-bound models took 24 s with it, 14.5 s without
+    # (28.3B at 1.25x, 9,216 ops); does the search lose by it?
+    "no disjunctive precedences": {"use_precedences_in_disjunctive_constraint": False},
+    # Cuts from the no-overlap and cumulative relaxations: stronger bounds, slower nodes.
+    "linearization level 2": {"linearization_level": 2},
+}
+
+INSTANCES = ("zb-1.5b 1.25x makespan", "zb-1.5b 1.25x span", "zb-14.6b 1.25x span", "zb-1.5b vshape 1x",
+             "zb-1.5b fb_overlap 36.756", "zb-28.3b 1.25x makespan")
+
+
+def run_with(parameters: dict, index: int, time_limit: float, workers: int) -> dict:
+    from ortools.sat.python import cp_model
+
+    import zbsolve.solvers.cpsat.model as cpsat_model
+
+    class Tuned(cp_model.CpSolver):
+        def __init__(self) -> None:
+            super().__init__()
+            for key, value in parameters.items():
+                setattr(self.parameters, key, value)
+
+    cpsat_model.cp_model.CpSolver = Tuned
+    return run_instance("standard", index, time_limit, workers, "cpsat")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only", nargs="*", default=list(INSTANCES), help="instance names (default: six chosen)")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "parameters.md"))
+    args = parser.parse_args()
+    names = [instance.name for instance in SUITES["standard"]()]
+    rows = []
+    for name in args.only:
+        index = names.index(name)
+        for setting, parameters in SETTINGS.items():
+            print(f"{name} / {setting} ...", end=" ", flush=True)
+            row = _in_child(run_with, parameters, index, args.time_limit, args.workers)
+            row.update(setting=setting, instance=name)
+            print(row.get("error") or f"{_fmt(row['solved'])} (gap {row['gap']:.2%}, {row['total_s']} s)", flush=True)
+            rows.append(row)
+    m = machine()
+    lines = [
+        "# CP-SAT parameter settings", "",
+        f"{args.time_limit:g} s per solve, {args.workers} worker(s); run "
+        f"{datetime.datetime.now():%Y-%m-%d %H:%M}. Machine: {m['cpu']}, {m['cores']} cores; "
+        f"OR-Tools {m['ortools']}. One run per cell: with more than one worker the search is not "
+        "repeatable, so differences of a few hundredths of a percent are noise.", "",
+        "| instance | setting | solved | bound | gap | status | best (s) | total (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['instance']} | {row['setting']} | error: {row['error']} | | | | | |")
+            continue
+        lines.append(f"| {row['instance']} | {row['setting']} | {_fmt(row['solved'])} | {_fmt(row['bound'])} | "
+                     f"{row['gap']:.2%} | {row['status']} | {row['best_solution_s']} | {row['total_s']} |")
+    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
