@@ -73,10 +73,12 @@ def test_the_1_5b_model_at_1_5x_reaches_its_lower_bound():
 def test_per_stage_memory_holds_more_microbatches_on_a_tight_v():
     # At 0.5x a V device holds 8 chunk activations. Reserving both chunks of a microbatch when
     # it enters (which cannot deadlock) admits only 4 at a time: 1842.839 ms. Taking each
-    # chunk's memory as its F runs, keeping room for one later chunk, admits 7: 1773.148 ms.
+    # chunk's memory as its F runs, keeping room for one later chunk, admits 7: 1773.148 ms
+    # at in-flight cap 1.0; at cap 0.75 each microbatch's activation is held for less time,
+    # and that is what sets the pace here: 1702.0965 ms.
     profile = load_profile("models/zb-1.5b.json")
     problem = build_problem(8, 24, profile.rank_costs(8), comm=profile.comm, memory="0.5x", placement="vshape")
     solved = solve(problem, "list", time_limit=10, workers=1)
     validate(solved)
-    assert solved.metrics.makespan == pytest.approx(1773.148)
-    assert "per-stage memory" in solved.solver.message
+    assert solved.metrics.makespan == pytest.approx(1702.0965)
+    assert solved.solver.message.endswith("cap 0.75, per-stage memory")
