@@ -88,10 +88,7 @@ class SolveInput:
         """An upper bound on the device time F&B pairs can save on one device."""
         if self.pair_duration is None:
             return 0
-        most = self.partner_savings(device_ops)
-        by_forward = sum(v for op, v in most.items() if op.kind == "F")
-        by_backward = sum(v for op, v in most.items() if op.kind != "F")
-        return min(by_forward, by_backward)
+        return all_pairs_saving(self.partner_savings(device_ops))
 
     def partner_savings(self, device_ops: list[Op]) -> dict[Op, int]:
         """For each F and backward among `device_ops`, the most one pair with another of
@@ -132,6 +129,14 @@ class SolveInput:
 
     def last_backwards(self, device: int) -> list[Op]:
         return [op for op in self.sinks() if self.graph.device(op) == device]
+
+
+def all_pairs_saving(most: dict[Op, int]) -> int:
+    """The most all pairs together can save, from `SolveInput.partner_savings`: each pair
+    has one F and one backward, so neither side's total can be exceeded."""
+    by_forward = sum(v for op, v in most.items() if op.kind == "F")
+    by_backward = sum(v for op, v in most.items() if op.kind != "F")
+    return min(by_forward, by_backward)
 
 
 @dataclass

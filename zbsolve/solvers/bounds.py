@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from zbsolve.ops import Op
+from zbsolve.solvers.base import all_pairs_saving
 
 if TYPE_CHECKING:
     from zbsolve.solvers.base import SolveInput
@@ -85,8 +86,11 @@ def jackson_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tai
     schedule with pairs maps to a one-machine schedule of the shortened ops.
     """
     head, tail = head or data.head, tail or data.tail
-    best = _jackson(data, ops, head, tail, data.duration) - data.pair_saving(ops)
-    for shortened in _pair_relaxations(data, ops):
+    if data.pair_duration is None:
+        return _jackson(data, ops, head, tail, data.duration)
+    most = data.partner_savings(ops)
+    best = _jackson(data, ops, head, tail, data.duration) - all_pairs_saving(most)
+    for shortened in _pair_relaxations(data, most):
         best = max(best, _jackson(data, ops, head, tail, shortened))
     return best
 
@@ -113,11 +117,9 @@ def _jackson(data: SolveInput, ops: list[Op], head: dict, tail: dict, duration: 
     return best
 
 
-def _pair_relaxations(data: SolveInput, ops: list[Op]) -> list[dict[Op, int]]:
-    """Durations with each pair's saving charged to its F, or to its backward's W (BW)."""
-    if data.pair_duration is None:
-        return []
-    most = data.partner_savings(ops)
+def _pair_relaxations(data: SolveInput, most: dict[Op, int]) -> list[dict[Op, int]]:
+    """Durations with each pair's saving (`most`, from `partner_savings`) charged to its F,
+    or to its backward's W (BW)."""
     relaxed = []
     forwards = {op: cut for op, cut in most.items() if op.kind == "F"}
     if all(cut <= data.duration[op] for op, cut in forwards.items()):

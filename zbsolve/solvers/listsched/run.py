@@ -207,10 +207,12 @@ class ListRun:
 
     def _account(self, d: int, op: Op) -> None:
         key = (d, op.pipe)
+        entering = op.kind == "F" and op.stage == self.layout.entry_stage[key]
         if op.kind == "F" and not self.whole:
             self.committed[d] += self.data.memory_effect[op][0]
-        if op.kind == "F" and op.stage == self.layout.entry_stage[key]:
-            self.committed[d] += self.layout.reserve[key] if self.whole else 0
+        elif entering:  # the whole microbatch's activation here, reserved at once
+            self.committed[d] += self.layout.reserve[key]
+        if entering:
             self.inflight[key] += 1
             self.admitted[key] += 1
             self.pending[(d, op.pipe, op.microbatch)] = self.layout.backwards_held[key]
