@@ -2,12 +2,23 @@
 
 from hypothesis import strategies as st
 
+from zbsolve.errors import InfeasibleError
 from zbsolve.placements import build_problem
 from zbsolve.problem import StageCost
+from zbsolve.solvers import check_memory_feasible
 
 
 def uniform(P, M, F=1.0, B=1.0, W=1.0, activation=1.0, residual=0.5, **kw):
     return build_problem(P, M, StageCost(F, B, W, activation, residual), **kw)
+
+
+def feasible(problem) -> bool:
+    """Whether the memory limit admits any schedule (one microbatch's activation fits)."""
+    try:
+        check_memory_feasible(problem)
+    except InfeasibleError:
+        return False
+    return True
 
 
 # Decimal costs on a 0.1 grid keep the examples exact and varied.

@@ -1,16 +1,15 @@
 """The memory-aware list scheduler: valid on every placement, never deadlocked, pinned results."""
 
 import pytest
-from helpers import placed_problems, small_problems, uniform
+from helpers import feasible, placed_problems, small_problems, uniform
 from hypothesis import given, settings
 
 from zbsolve.baselines import run_baseline
-from zbsolve.errors import InfeasibleError
 from zbsolve.ops import OpGraph
 from zbsolve.placements import build_problem
 from zbsolve.profiles import load_profile
 from zbsolve.simulator import simulate
-from zbsolve.solvers import _orders_from, check_memory_feasible, solve
+from zbsolve.solvers import _orders_from, solve
 from zbsolve.solvers.base import build_input
 from zbsolve.solvers.listsched import solve_list
 from zbsolve.validate import validate
@@ -24,14 +23,6 @@ def list_schedule(problem):
     schedule = simulate(graph, _orders_from(result, data), "list")
     assert schedule.value <= data.value(result.objective) + 1e-9  # re-timing never delays an op
     return schedule
-
-
-def feasible(problem) -> bool:
-    try:
-        check_memory_feasible(problem)
-    except InfeasibleError:
-        return False
-    return True
 
 
 @settings(max_examples=60, deadline=None)

@@ -134,10 +134,21 @@ def _hint_from(schedule: Schedule, data: SolveInput) -> tuple[dict[Op, int], set
     return hint, pairs
 
 
+def retimed(graph: OpGraph, data: SolveInput, result: BackendResult, name: str) -> Schedule:
+    """A backend's schedule re-timed with exact costs, in its order: no op starts later.
+    For span, each device's first op stays where the backend put it (starting it earlier
+    could only lengthen that device's span)."""
+    orders = _orders_from(result, data)
+    release = None
+    if data.objective == "span":
+        release = {slots[0][0]: result.starts[slots[0][0]] * data.unit for slots in orders if slots}
+    return simulate(graph, orders, name, release=release)
+
+
 def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op, ...]]]:
     """Per-device slots in start order; a pair becomes one (F, B or BW) slot, and a split
     backward whose W the pair absorbed runs as the fused BW."""
-    rank = {op: j for j, op in enumerate(data.ops)}
+    rank = {op: j for j, op in enumerate(data.topological)}  # ties (zero-length ops) in dependency order
     partner = {}
     for f, b in result.pairs:
         partner[f] = b
@@ -196,9 +207,11 @@ def solve(
         data.stop = stop
     warm = best_fitting_baseline(problem, graph) if warm_start else None
     if warm_start and solver != "list":
-        listed = _list_schedule(problem, graph, data)
-        if listed is not None and (warm is None or listed.value < warm.value):
-            warm = listed
+        heuristics = ["list"] + (["periodic"] if problem.memory_limit is not None else [])
+        for name in heuristics:
+            found = _heuristic_schedule(name, graph, data)
+            if found is not None and (warm is None or found.value < warm.value):
+                warm = found
     if warm is not None and warm.value <= data.value(data.lower_bound()) * (1 + 1e-12):
         # Nothing can beat it: skip the model (building a large one takes longer than this).
         if progress:
@@ -230,15 +243,18 @@ def _joined(first: str | None, second: str | None) -> str | None:
     return "; ".join(part for part in (first, second) if part) or None
 
 
-def _list_schedule(problem: Problem, graph: OpGraph, data: SolveInput) -> Schedule | None:
-    """The list scheduler's best schedule, within a tenth of the time limit (at least one pass)."""
+def _heuristic_schedule(name: str, graph: OpGraph, data: SolveInput) -> Schedule | None:
+    """A starting schedule from the list scheduler or the periodic one, each given a tenth
+    of the time limit. Periodic schedules are only worth their time where memory binds."""
     from .listsched import solve_list
+    from .periodic import solve_periodic
 
     budget = replace(data, time_limit=0.1 * data.time_limit, progress=None)
-    result = solve_list(budget)
+    result = (solve_list if name == "list" else solve_periodic)(budget)
     if result.starts is None:
         return None
-    return simulate(graph, _orders_from(result, data), "list")
+    schedule = retimed(graph, data, result, name)
+    return None if schedule.over_memory_limit() else schedule
 
 
 def _run_in_thread(backend, data: SolveInput) -> BackendResult:
@@ -316,11 +332,7 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
             info = replace(info, message=result.message)
         schedule = warm
     else:
-        orders = _orders_from(result, data)
-        release = None
-        if problem.objective == "span":  # keep each device's first op where the solver put it
-            release = {slots[0][0]: result.starts[slots[0][0]] * data.unit for slots in orders if slots}
-        schedule = simulate(graph, orders, "solved", release=release)
+        schedule = retimed(graph, data, result, "solved")
     if warm is not None and warm.value < schedule.value:
         schedule = warm  # the backend stopped early with something worse than the warm start
     validate(schedule)
