@@ -40,7 +40,7 @@ def solve_block(data: SolveInput, period: int, horizon: int,
     ops = block_ops(data)
     model = cp_model.CpModel()
     # Shifting the whole block changes nothing, so the first pipe's first F sits at 0 and
-    # the other ops may fall before it (the caller shifts the block back to start at 0).
+    # the other ops may fall before it (the block is shifted back to start at 0 below).
     start = {op: model.NewIntVar(-horizon, horizon, f"s{op}") for op in ops}
     model.Add(start[ops[0]] == 0)
     end = {op: start[op] + data.duration[op] for op in ops}
