@@ -22,7 +22,7 @@ def run(backend, problem, time_limit=2.0):
     result = backend(data)
     if result.starts is None:
         return result, None
-    schedule = retimed(graph, data, result, "periodic")
+    schedule = retimed(graph, data, result, "heuristic")
     validate(schedule)  # memory limit included
     assert schedule.value <= data.value(result.objective) + 1e-9  # re-timing never delays an op
     return result, schedule

@@ -247,7 +247,8 @@ def _joined(first: str | None, second: str | None) -> str | None:
 
 def _heuristic_schedule(name: str, graph: OpGraph, data: SolveInput) -> Schedule | None:
     """A starting schedule from the list scheduler or the periodic one, each given a tenth
-    of the time limit."""
+    of the time limit. One whose order breaks the memory limit is dropped: zero-length ops
+    that tie on one device may run in an order the heuristic's own count did not see."""
     from .listsched import solve_list
     from .periodic import solve_periodic
 

@@ -48,7 +48,7 @@ def solve_periodic(data: SolveInput) -> BackendResult:
         else:
             works = period if works is None else min(works, period)
             starts = _repeat(data, offsets, period)
-            value = objective(data, starts)
+            value = _objective(data, starts)
             if best is None or value < best[0]:
                 best = (value, period, starts)
         if works is None:  # gallop up: tight memory may need a period well above the work
@@ -79,7 +79,7 @@ def _repeat(data: SolveInput, offsets: dict[Op, int], period: int) -> dict[Op, i
     return starts
 
 
-def objective(data: SolveInput, starts: dict[Op, int]) -> int:
+def _objective(data: SolveInput, starts: dict[Op, int]) -> int:
     ends = {op: s + data.duration[op] for op, s in starts.items()}
     if data.objective == "makespan":
         return max(ends.values(), default=0)
