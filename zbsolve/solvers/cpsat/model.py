@@ -10,6 +10,7 @@ from ortools.sat.python import cp_model
 from zbsolve.ops import Op
 from zbsolve.solvers.base import BackendResult, SolveInput
 
+from .hints import Derived, add_hint
 from .pairs import Pairs
 
 STATUS = {
@@ -22,11 +23,14 @@ STATUS = {
 
 
 def build_model(data: SolveInput):
+    """The model, its start variables, objective and pairs, and how every other variable
+    follows from a hinted schedule."""
     model = cp_model.CpModel()
     H = data.horizon
     start = {op: model.NewIntVar(data.head[op], H - data.tail[op], f"s{op}") for op in data.ops}
-    pairs = Pairs(model, data, start) if data.pair_duration is not None else None
-    end, device_intervals = _occupancy(model, data, start, pairs)
+    derived: Derived = []
+    pairs = Pairs(model, data, start, derived) if data.pair_duration is not None else None
+    end, device_intervals = _occupancy(model, data, start, pairs, derived)
     for op in data.ops:
         for pred, delay in data.predecessors[op]:
             model.Add(start[op] >= end[pred] + delay)
@@ -40,12 +44,12 @@ def build_model(data: SolveInput):
     for intervals in device_intervals:
         model.AddNoOverlap(intervals)
     if data.memory_limit is not None:
-        _add_memory(model, data, start, end)
-    objective = _add_objective(model, data, start, end)
-    return model, start, objective, pairs
+        _add_memory(model, data, start, end, derived)
+    objective = _add_objective(model, data, start, end, derived)
+    return model, start, objective, pairs, derived
 
 
-def _occupancy(model, data: SolveInput, start, pairs: Pairs | None):
+def _occupancy(model, data: SolveInput, start, pairs: Pairs | None, derived: Derived):
     """Each op's end (when its result is ready) and the intervals that occupy each device."""
     end, device_intervals = {}, [[] for _ in data.device_ops]
     for d, ops in enumerate(data.device_ops):
@@ -65,13 +69,14 @@ def _occupancy(model, data: SolveInput, start, pairs: Pairs | None):
             done = model.NewIntVar(0, data.horizon, f"done{name}")  # an absorbed W ends with its pair
             model.Add(done == start[op] + duration).OnlyEnforceIf(alone)
             model.Add(done == end[Op("B", op.pipe, op.stage, op.microbatch)]).OnlyEnforceIf(alone.Not())
+            derived.append((done, lambda h, op=op: h.end[op]))
             end[op] = done
         if pairs is not None:
             device_intervals[d].extend(pairs.intervals[d])
     return end, device_intervals
 
 
-def _add_memory(model, data: SolveInput, start, end) -> None:
+def _add_memory(model, data: SolveInput, start, end, derived: Derived) -> None:
     """Activation held from F's start to B's end, residual until W's end (DESIGN §4.2)."""
     H = data.horizon
     for d, ops in enumerate(data.device_ops):
@@ -91,30 +96,40 @@ def _add_memory(model, data: SolveInput, start, end) -> None:
                 if amount <= 0:
                     continue
                 size = model.NewIntVar(0, H, f"m{op}{release.kind}")
+                derived.append((size, lambda h, f=op, r=release: h.end[r] - h.start[f]))
                 intervals.append(model.NewIntervalVar(start[op], size, end[release], f"mem{op}{release.kind}"))
                 demands.append(amount)
         if intervals:
             model.AddCumulative(intervals, demands, data.memory_limit[d])
 
 
-def _add_objective(model, data: SolveInput, start, end):
+def _add_objective(model, data: SolveInput, start, end, derived: Derived):
     H = data.horizon
     worst = H if data.incumbent is None else min(H, data.incumbent)
     if data.objective == "makespan":
         makespan = model.NewIntVar(data.lower_bound(), worst, "makespan")
-        for op in data.sinks():
+        sinks = data.sinks()
+        for op in sinks:
             model.Add(makespan >= end[op])
+        derived.append((makespan, lambda h: max(h.end[op] for op in sinks)))
         model.Minimize(makespan)
         return makespan
     span = model.NewIntVar(data.lower_bound(), worst, "span")
+    spans = []
     for d in range(len(data.device_ops)):
         first = model.NewIntVar(0, H, f"first{d}")
         last = model.NewIntVar(0, H, f"last{d}")
-        for op in data.first_forwards(d):
+        firsts, lasts = data.first_forwards(d), data.last_backwards(d)
+        for op in firsts:
             model.Add(first <= start[op])
-        for op in data.last_backwards(d):
+        for op in lasts:
             model.Add(last >= end[op])
         model.Add(span >= last - first)
+        derived.append((first, lambda h, ops=firsts: min(h.start[op] for op in ops)))
+        derived.append((last, lambda h, ops=lasts: max(h.end[op] for op in ops)))
+        spans.append((firsts, lasts))
+    derived.append((span, lambda h: max(max(h.end[op] for op in lasts) - min(h.start[op] for op in firsts)
+                                        for firsts, lasts in spans)))
     model.Minimize(span)
     return span
 
@@ -141,10 +156,9 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 def solve_cpsat(data: SolveInput) -> BackendResult:
     t0 = time.monotonic()
-    model, start, objective, pairs = build_model(data)
+    model, start, objective, pairs, derived = build_model(data)
     if data.hint:
-        for op, value in data.hint.items():
-            model.AddHint(start[op], value)
+        add_hint(model, data, start, derived)
         if pairs is not None:
             pairs.hint(model, data.hint_pairs)
     solver = cp_model.CpSolver()

@@ -16,8 +16,9 @@ from zbsolve.solvers.base import SolveInput
 
 
 class Pairs:
-    def __init__(self, model: cp_model.CpModel, data: SolveInput, start: dict) -> None:
+    def __init__(self, model: cp_model.CpModel, data: SolveInput, start: dict, derived: list) -> None:
         self.data = data
+        self.derived = derived  # helper variables, each with its value under a hinted schedule
         self.literal: dict[tuple[Op, Op], cp_model.IntVar] = {}
         self.intervals: list[list] = [[] for _ in data.device_ops]
         member: dict[Op, list] = {}
@@ -56,6 +57,7 @@ class Pairs:
             literal = model.NewBoolVar(f"alone{owner}")
             model.Add(self.paired[owner] == 0).OnlyEnforceIf(literal)
             model.Add(self.paired[owner] == 1).OnlyEnforceIf(literal.Not())
+            self.derived.append((literal, lambda h: int(owner not in h.paired)))
             self._alone[owner] = literal
         return self._alone[owner]
 
@@ -66,6 +68,7 @@ class Pairs:
             return start + duration
         end = model.NewIntVar(0, 2 * self.data.horizon, f"e{op}")  # a variable: intervals need affine ends
         model.Add(end == start + duration + (self.data.pair_duration - duration) * self.paired[op])
+        self.derived.append((end, lambda h: h.end[op]))
         return end
 
     def chosen(self, solver: cp_model.CpSolver) -> list[tuple[Op, Op]]:
