@@ -28,7 +28,7 @@ def test_cpsat_size_counts_ops_and_every_possible_pair(problem):
     if data.pair_duration is not None:
         model = cp_model.CpModel()
         start = {op: model.NewIntVar(0, data.horizon, "") for op in data.ops}
-        pairs = len(Pairs(model, data, start).literal)
+        pairs = len(Pairs(model, data, start, []).literal)
     assert op_count(problem) + pairs <= model_size(problem, "cpsat")
 
 

@@ -206,7 +206,8 @@ def solve(
     if stop is not None:
         data.stop = stop
     warm = best_fitting_baseline(problem, graph) if warm_start else None
-    if warm_start and solver != "list":
+    bound = data.value(data.lower_bound())
+    if warm_start and solver != "list" and not _meets(warm, bound):
         # Periodic schedules pay off where memory is too tight for every hand-made schedule
         # (V-shape at 0.5x); elsewhere they lost to them and only took the search's time.
         heuristics = ["list"] + (["periodic"] if warm is None else [])
@@ -214,10 +215,10 @@ def solve(
             found = _heuristic_schedule(name, graph, data)
             if found is not None and (warm is None or found.value < warm.value):
                 warm = found
-    if warm is not None and warm.value <= data.value(data.lower_bound()) * (1 + 1e-12):
+    if _meets(warm, bound):
         # Nothing can beat it: skip the model (building a large one takes longer than this).
         if progress:
-            progress(warm.value, data.value(data.lower_bound()), 0.0)
+            progress(warm.value, bound, 0.0)
         proven = BackendResult("optimal", None, None, None, 0.0,
                                message="the starting schedule meets the lower bound")
         return _finish(problem, graph, data, solver, _noted(proven, fallback), warm)
@@ -236,6 +237,10 @@ def solve(
     return _finish(problem, graph, data, solver, _noted(result, fallback), warm)
 
 
+def _meets(schedule: Schedule | None, bound: float) -> bool:
+    return schedule is not None and schedule.value <= bound * (1 + 1e-12)
+
+
 def _noted(result: BackendResult, note: str | None) -> BackendResult:
     result.message = _joined(note, result.message)
     return result
@@ -249,11 +254,12 @@ def _heuristic_schedule(name: str, graph: OpGraph, data: SolveInput) -> Schedule
     """A starting schedule from the list scheduler or the periodic one, each given a tenth
     of the time limit. One whose order breaks the memory limit is dropped: zero-length ops
     that tie on one device may run in an order the heuristic's own count did not see."""
-    from .listsched import solve_list
-    from .periodic import solve_periodic
+    if name == "list":
+        from .listsched import solve_list as heuristic
+    else:  # imports OR-Tools: only when asked for
+        from .periodic import solve_periodic as heuristic
 
-    budget = replace(data, time_limit=0.1 * data.time_limit, progress=None)
-    result = (solve_list if name == "list" else solve_periodic)(budget)
+    result = heuristic(replace(data, time_limit=0.1 * data.time_limit, progress=None))
     if result.starts is None:
         return None
     schedule = retimed(graph, data, result, name)
