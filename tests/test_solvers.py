@@ -202,3 +202,17 @@ def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, behaviour)
     if behaviour == "ignores the stop":
         assert "the starting schedule (list) is returned" in solved.solver.message
     assert solved.metrics.span == pytest.approx(25.1)
+
+
+def test_a_hand_made_schedule_at_the_bound_skips_the_heuristics_and_the_model(monkeypatch):
+    import zbsolve.solvers as solvers
+
+    def refuse(*args):
+        raise AssertionError("not needed: ZB-H1 already meets the bound")
+
+    monkeypatch.setattr(solvers, "_heuristic_schedule", refuse)
+    monkeypatch.setattr(solvers, "_backend", refuse)
+    solved = solve(uniform(4, 8, memory="1x"), "cpsat", time_limit=5, workers=1)
+    assert solved.solver.status == "optimal"
+    assert solved.metrics.makespan == 27
+    assert solved.solver.message == "the starting schedule meets the lower bound"
