@@ -13,6 +13,12 @@ from zbsolve.solvers.base import BackendResult, SolveInput
 from .hints import Derived, add_hint
 from .pairs import Pairs
 
+# Without the LP relaxation (level 0) larger models searched better in 60 s, 2 workers:
+# V-shape 0.5x 1626.16 and 1638.77 ms against 1683.52 and 1642.35 (1.5B), 2585.64 against
+# 2606.99 (6.2B), 14.6B 1.25x span 1639.42 against 1641.88; no instance above 1,000 ops did
+# worse (benchmarks/parameters.md). Small models keep it: their proofs may need its bound.
+LP_FREE_FROM_OPS = 1000
+
 STATUS = {
     cp_model.OPTIMAL: "optimal",
     cp_model.FEASIBLE: "feasible",
@@ -172,6 +178,8 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         solver.parameters.max_time_in_seconds = float(data.time_limit)
     solver.parameters.num_workers = int(data.workers)
     solver.parameters.random_seed = int(data.seed)
+    if len(data.ops) >= LP_FREE_FROM_OPS:
+        solver.parameters.linearization_level = 0
     solver.parameters.catch_sigint_signal = False  # zbsolve's own handler sets data.stop
     callback = _Progress(data, start, pairs)
     if data.progress:
