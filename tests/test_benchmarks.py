@@ -36,6 +36,7 @@ def test_parameter_study_runs_each_setting(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     rows = [line for line in out.read_text().splitlines() if line.startswith("| uniform P=4 M=8 fb_overlap 2.4 |")]
-    assert len(rows) == 3
-    for row, setting in zip(rows, ["default", "no disjunctive precedences", "linearization level 2"]):
+    settings = ["default", "no disjunctive precedences", "linearization level 2", "linearization level 0"]
+    assert len(rows) == len(settings)
+    for row, setting in zip(rows, settings):
         assert f"| {setting} | 23 | 23 | 0.00% | optimal |" in row
