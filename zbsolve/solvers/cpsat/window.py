@@ -107,11 +107,17 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], seconds: f
     if data.memory_limit is not None:
         _memory(model, data, starts, chosen, begin, end, low, high)
     after = _tails(data, starts, chosen, high)
-    worst = model.NewIntVar(0, 10 * data.horizon, "")
+    latest = high + max(after.values())
+    worst = model.NewIntVar(0, latest, "")
     for op in free:
         model.Add(worst >= start[op] + data.duration[op] + after[op])
-    # The latest end first; among equals, everything as early as it goes.
-    model.Minimize(worst * (len(free) * (high + 1) + 1) + sum(start.values()))
+    # The latest end first; among equals, everything as early as it goes (when the weighted
+    # sum stays within CP-SAT's 64-bit integers).
+    weight = len(free) * (high - low) + 1
+    if weight * latest < 2**62:
+        model.Minimize(worst * weight + sum(var - low for var in start.values()))
+    else:
+        model.Minimize(worst)
     for op in free:
         model.AddHint(start[op], starts[op])
     solver = cp_model.CpSolver()
