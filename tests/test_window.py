@@ -34,7 +34,7 @@ def test_window_search_schedules_validate_and_are_no_worse(problem):
     assume(problem.fb_overlap is None and problem.objective == "makespan" and feasible(problem))
     data, first, starts, steps, better, improved, schedule = start_and_search(problem, seconds=0.6)
     value = window.objective(data, starts)
-    assert value <= window.objective(data, window.compressed(data, first.starts))
+    assert value <= window.objective(data, window.compressed(data, first.starts, window.topological_rank(data)))
     assert schedule.value <= data.value(value) + 1e-9
     assert better == len(improved) and improved == sorted(improved, reverse=True)
 
@@ -45,7 +45,7 @@ def test_compressing_keeps_order_and_moves_nothing_later():
     data = build_input(graph, problem.split_backward, problem.objective)
     step = max(data.duration.values()) + max(d for ds in data.predecessors.values() for _, d in ds)
     spread = {op: step * j for j, op in enumerate(data.topological)}  # one op at a time: valid, slow
-    packed = window.compressed(data, spread)
+    packed = window.compressed(data, spread, window.topological_rank(data))
     assert all(packed[op] <= spread[op] for op in data.ops)
     for ops in data.device_ops:
         assert sorted(ops, key=spread.get) == sorted(ops, key=packed.get)

@@ -31,7 +31,8 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
     returns (starts, steps, improvements). `on_better(starts, makespan)` hears of each gain."""
     assert data.objective == "makespan" and data.pair_duration is None
     rng = random.Random(data.seed)
-    best = compressed(data, starts)
+    rank, successors = topological_rank(data), _successors(data)  # fixed for the whole search
+    best = compressed(data, starts, rank)
     value = objective(data, best)
     size, steps, better = WINDOW_OPS, 0, 0
     began = time.monotonic()
@@ -42,12 +43,12 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
         order = sorted(data.ops, key=lambda op: best[op])
         first = rng.randrange(max(1, len(order) - size + 1))
         free = order[first:first + size]
-        found, proved = _reorder(data, best, free, min(left, 2.0), rng.randrange(1 << 30))
+        found, proved = _reorder(data, best, free, successors, min(left, 2.0), rng.randrange(1 << 30))
         steps += 1
         size = min(len(data.ops), int(size * 1.2)) if proved else max(20, int(size * 0.8))
         if found is None:
             continue
-        candidate = compressed(data, found)
+        candidate = compressed(data, found, rank)
         new = objective(data, candidate)
         if new <= value:
             if new < value:
@@ -62,21 +63,32 @@ def objective(data: SolveInput, starts: dict[Op, int]) -> int:
     return max(starts[op] + data.duration[op] for op in data.ops)
 
 
-def compressed(data: SolveInput, starts: dict[Op, int]) -> dict[Op, int]:
+def topological_rank(data: SolveInput) -> dict[Op, int]:
+    """Each op's place in a dependency order: it breaks ties between equal start times."""
+    return {op: j for j, op in enumerate(data.topological)}
+
+
+def _successors(data: SolveInput) -> dict[Op, list[tuple[Op, int]]]:
+    successors: dict[Op, list[tuple[Op, int]]] = {}
+    for op in data.ops:
+        for pred, delay in data.predecessors[op]:
+            successors.setdefault(pred, []).append((op, delay))
+    return successors
+
+
+def compressed(data: SolveInput, starts: dict[Op, int], rank: dict[Op, int]) -> dict[Op, int]:
     """Every op as early as its dependencies and its device's order allow."""
-    device_of = {op: d for d, ops in enumerate(data.device_ops) for op in ops}
-    rank = {op: j for j, op in enumerate(data.topological)}
     free_at = [0] * len(data.device_ops)
     new: dict[Op, int] = {}
     for op in sorted(data.ops, key=lambda op: (starts[op], rank[op])):
-        d = device_of[op]
+        d = data.graph.device(op)
         earliest = max([free_at[d]] + [new[p] + data.duration[p] + delay for p, delay in data.predecessors[op]])
         new[op] = earliest
         free_at[d] = earliest + data.duration[op]
     return new
 
 
-def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], seconds: float, seed: int):
+def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], successors: dict, seconds: float, seed: int):
     """The window's ops re-ordered, the rest fixed; None when nothing was found in time."""
     chosen = set(free)
     low = min(starts[op] for op in free)
@@ -106,7 +118,7 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], seconds: f
                 model.Add(begin(op) >= end(pred) + delay)
     if data.memory_limit is not None:
         _memory(model, data, starts, chosen, begin, end, low, high)
-    after = _tails(data, starts, chosen, high)
+    after = _tails(data, starts, chosen, high, successors)
     latest = high + max(after.values())
     worst = model.NewIntVar(0, latest, "")
     for op in free:
@@ -167,14 +179,9 @@ def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: i
             model.AddCumulative(intervals, demands, data.memory_limit[d])
 
 
-def _tails(data: SolveInput, starts, chosen: set, high: int) -> dict:
+def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -> dict:
     """For each freed op, the longest path from its end to the schedule's end through the
     ops that stay (their dependencies and their order on each device)."""
-    device_of = {op: d for d, ops in enumerate(data.device_ops) for op in ops}
-    successors: dict = {}
-    for op in data.ops:
-        for pred, delay in data.predecessors[op]:
-            successors.setdefault(pred, []).append((op, delay))
     following = {}
     first_after = {}
     for d, ops in enumerate(data.device_ops):
@@ -200,7 +207,7 @@ def _tails(data: SolveInput, starts, chosen: set, high: int) -> dict:
         for s, delay in successors.get(op, ()):
             if s not in chosen and s in tail:
                 best = max(best, delay + tail[s])
-        f = first_after[device_of[op]]
+        f = first_after[data.graph.device(op)]
         if f is not None:
             best = max(best, tail[f])
         q[op] = best
