@@ -172,8 +172,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         add_hint(model, data, start, derived)
         if pairs is not None:
             pairs.hint(model, data.hint_pairs)
-    windows = (not data.deterministic and pairs is None and data.objective == "makespan"
-               and len(data.ops) >= WINDOW_FROM_OPS)
+    windows = not data.deterministic and pairs is None and len(data.ops) >= WINDOW_FROM_OPS
     solver = cp_model.CpSolver()
     if data.deterministic:
         # A wall-clock limit cuts a single-threaded search at a point that depends on the

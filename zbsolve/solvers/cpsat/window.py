@@ -1,12 +1,15 @@
-"""Window search for the makespan: re-order the ops of one window of time, the rest as is.
+"""Window search: re-order the ops of one window of time, the rest as is.
 
 Each step frees the ops that start in a window of the best schedule and builds a small
 model with only those as variables: every other op is a constant (a fixed interval on its
 device and in its memory profile), so a step costs in proportion to its window, not to
 the instance. The window's ops minimise the latest end plus the longest path from there
-to the end of the schedule through the ops that stay; then every op is re-timed as early
-as its dependencies and its device's order allow (which keeps memory peaks, DESIGN §4.3),
-and the result is kept when its makespan is no worse. Not for F&B pairs.
+to the end of the schedule through the ops that stay (for the span: per device, from the
+device's first start to the longest path reaching its last op); then every op is re-timed
+as early as its dependencies and its device's order allow (which keeps memory peaks,
+DESIGN §4.3; for the span each device's first op keeps its start, since starting it
+earlier only lengthens that device's span), and the result is kept when its objective is
+no worse. Not for F&B pairs.
 
 Packing a window early without those paths found one gain in 96 steps over four
 instances; with them, 1.5B V-shape 0.5x fell 1.5-2% in 30 s from where the whole model
@@ -24,15 +27,16 @@ from zbsolve.ops import Op
 from zbsolve.solvers.base import SolveInput
 
 WINDOW_OPS = 200  # ops freed per step at first; adapted as steps succeed or time out
+UNREACHABLE = -(1 << 62)  # no path from an op to a device's last op (real paths are >= 0)
 
 
 def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -> tuple[dict[Op, int], int, int]:
     """Improve `starts` (a valid schedule in solver units) for `seconds` of wall time;
     returns (starts, steps, improvements). `on_better(starts, makespan)` hears of each gain."""
-    assert data.objective == "makespan" and data.pair_duration is None
+    assert data.pair_duration is None
     rng = random.Random(data.seed)
     rank, successors = topological_rank(data), _successors(data)  # fixed for the whole search
-    best = compressed(data, starts, rank)
+    best = compressed(data, starts, rank, releases(data, starts))
     value = objective(data, best)
     size, steps, better = WINDOW_OPS, 0, 0
     began = time.monotonic()
@@ -48,7 +52,7 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
         size = min(len(data.ops), int(size * 1.2)) if proved else max(20, int(size * 0.8))
         if found is None:
             continue
-        candidate = compressed(data, found, rank)
+        candidate = compressed(data, found, rank, releases(data, found))
         new = objective(data, candidate)
         if new <= value:
             if new < value:
@@ -59,8 +63,19 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
 
 
 def objective(data: SolveInput, starts: dict[Op, int]) -> int:
-    """The makespan, over all ops: windows may break the microbatch order the model's sinks rely on."""
-    return max(starts[op] + data.duration[op] for op in data.ops)
+    """The makespan or the span, over all ops: windows may break the microbatch order the
+    model's first forwards and sinks rely on."""
+    if data.objective == "makespan":
+        return max(starts[op] + data.duration[op] for op in data.ops)
+    return max((max(starts[op] + data.duration[op] for op in ops) - min(starts[op] for op in ops)
+                for ops in data.device_ops if ops), default=0)
+
+
+def releases(data: SolveInput, starts: dict[Op, int]) -> dict[Op, int]:
+    """For the span, each device's first op, which re-timing must not start earlier."""
+    if data.objective == "makespan":
+        return {}
+    return {min(ops, key=starts.get): min(starts[op] for op in ops) for ops in data.device_ops if ops}
 
 
 def topological_rank(data: SolveInput) -> dict[Op, int]:
@@ -76,13 +91,16 @@ def _successors(data: SolveInput) -> dict[Op, list[tuple[Op, int]]]:
     return successors
 
 
-def compressed(data: SolveInput, starts: dict[Op, int], rank: dict[Op, int]) -> dict[Op, int]:
-    """Every op as early as its dependencies and its device's order allow."""
+def compressed(data: SolveInput, starts: dict[Op, int], rank: dict[Op, int],
+               release: dict[Op, int] | None = None) -> dict[Op, int]:
+    """Every op as early as its dependencies, its device's order and its release (if any) allow."""
+    release = release or {}
     free_at = [0] * len(data.device_ops)
     new: dict[Op, int] = {}
     for op in sorted(data.ops, key=lambda op: (starts[op], rank[op])):
         d = data.graph.device(op)
-        earliest = max([free_at[d]] + [new[p] + data.duration[p] + delay for p, delay in data.predecessors[op]])
+        earliest = max([free_at[d], release.get(op, 0)]
+                       + [new[p] + data.duration[p] + delay for p, delay in data.predecessors[op]])
         new[op] = earliest
         free_at[d] = earliest + data.duration[op]
     return new
@@ -119,17 +137,10 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], successors
     if data.memory_limit is not None:
         _memory(model, data, starts, chosen, begin, end, low, high)
     after = _tails(data, starts, chosen, high, successors)
-    latest = high + max(after.values())
-    worst = model.NewIntVar(0, latest, "")
-    for op in free:
-        model.Add(worst >= start[op] + data.duration[op] + after[op])
-    # The latest end first; among equals, everything as early as it goes (when the weighted
-    # sum stays within CP-SAT's 64-bit integers).
-    weight = len(free) * (high - low) + 1
-    if weight * latest < 2**62:
-        model.Minimize(worst * weight + sum(var - low for var in start.values()))
+    if data.objective == "makespan":
+        _latest_end(model, data, free, start, {op: max(paths) for op, paths in after.items()}, low, high)
     else:
-        model.Minimize(worst)
+        _longest_span(model, data, starts, chosen, start, after, high)
     for op in free:
         model.AddHint(start[op], starts[op])
     solver = cp_model.CpSolver()
@@ -143,6 +154,47 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], successors
     found = dict(starts)
     found.update({op: solver.Value(var) for op, var in start.items()})
     return found, code == cp_model.OPTIMAL
+
+
+def _latest_end(model, data: SolveInput, free: list[Op], start, after: dict[Op, int], low: int, high: int) -> None:
+    latest = high + max(after.values())
+    worst = model.NewIntVar(0, latest, "")
+    for op in free:
+        model.Add(worst >= start[op] + data.duration[op] + after[op])
+    # The latest end first; among equals, everything as early as it goes (when the weighted
+    # sum stays within CP-SAT's 64-bit integers).
+    weight = len(free) * (high - low) + 1
+    if weight * latest < 2**62:
+        model.Minimize(worst * weight + sum(var - low for var in start.values()))
+    else:
+        model.Minimize(worst)
+
+
+def _longest_span(model, data: SolveInput, starts, chosen: set[Op], start, after: dict[Op, list[int]],
+                  high: int) -> None:
+    """Per device: its first start (a freed op's, or the first op that stays) to the longest
+    path from a freed op to its last op. The longest of those first, then their sum, so that
+    devices off the critical one shorten too."""
+    latest = high + max(max(paths) for paths in after.values())
+    spans = []
+    for d, ops in enumerate(data.device_ops):
+        reaching = [(op, after[op][d]) for op in after if after[op][d] >= 0]
+        if not reaching:
+            continue
+        stays = [starts[op] for op in ops if op not in chosen]
+        first = model.NewIntVar(0, min(stays) if stays else latest, "")
+        for op in ops:
+            if op in chosen:
+                model.Add(first <= start[op])
+        span = model.NewIntVar(0, latest, "")
+        for op, path in reaching:
+            model.Add(span >= start[op] + data.duration[op] + path - first)
+        spans.append(span)
+    worst = model.NewIntVar(0, latest, "")
+    for span in spans:
+        model.Add(worst >= span)
+    weight = len(spans) * latest + 1
+    model.Minimize(worst * weight + sum(spans) if weight * latest < 2**62 else worst)
 
 
 def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: int, high: int) -> None:
@@ -179,9 +231,11 @@ def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: i
             model.AddCumulative(intervals, demands, data.memory_limit[d])
 
 
-def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -> dict:
-    """For each freed op, the longest path from its end to the schedule's end through the
-    ops that stay (their dependencies and their order on each device)."""
+def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -> dict[Op, list[int]]:
+    """For each freed op and each device, the longest path from the op's end to the end of
+    that device's last op through the ops that stay (their dependencies and their order on
+    each device); UNREACHABLE where there is none."""
+    devices = len(data.device_ops)
     following = {}
     first_after = {}
     for d, ops in enumerate(data.device_ops):
@@ -190,25 +244,32 @@ def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -
             following[a] = b
         later = [op for op in order if op not in chosen and starts[op] >= high]
         first_after[d] = later[0] if later else None
-    tail: dict = {}
+    tail: dict = {}  # op that stays -> per device, the longest path from its start
     for op in sorted(data.ops, key=lambda op: -starts[op]):
         if op in chosen:
             continue
-        best = 0
+        best = _own(data, op, devices)
         for s, delay in successors.get(op, ()):
             if s in tail:
-                best = max(best, delay + tail[s])
+                best = [max(b, delay + t) for b, t in zip(best, tail[s])]
         if op in following and following[op] in tail:
-            best = max(best, tail[following[op]])
-        tail[op] = data.duration[op] + best
+            best = [max(b, t) for b, t in zip(best, tail[following[op]])]
+        tail[op] = [b + data.duration[op] if b >= 0 else UNREACHABLE for b in best]
     q = {}
     for op in chosen:
-        best = 0
+        best = _own(data, op, devices)
         for s, delay in successors.get(op, ()):
             if s not in chosen and s in tail:
-                best = max(best, delay + tail[s])
+                best = [max(b, delay + t) for b, t in zip(best, tail[s])]
         f = first_after[data.graph.device(op)]
         if f is not None:
-            best = max(best, tail[f])
+            best = [max(b, t) for b, t in zip(best, tail[f])]
         q[op] = best
     return q
+
+
+def _own(data: SolveInput, op: Op, devices: int) -> list[int]:
+    """An op ends its own device's work at the latest (path 0 from its end), others not yet."""
+    paths = [UNREACHABLE] * devices
+    paths[data.graph.device(op)] = 0
+    return paths
