@@ -67,6 +67,32 @@ def test_span_bound_includes_the_cool_down():
     assert bound_of(problem) == pytest.approx(1310.405)
 
 
+@pytest.mark.parametrize("P, M, F, B, W, optimum", [
+    # By hand: the first device starts F(0) at 0; the second runs F(0) F(1) B(0) B(1) or
+    # F(0) B(0) F(1) B(1), 4 units from 1 at the earliest, and the first device's B(1) and
+    # W(1) follow the last of them: 1 + 4 + 1 + 0.2. Its own work (4.4) bounds it at 5.4.
+    (2, 2, 1, 1, 0.2, 6.2),
+    (2, 3, 1, 1.2, 0.7, 9.5),
+    (3, 4, 1, 2, 0.5, 18.5),
+])
+def test_span_bound_counts_the_work_of_other_devices_in_between(P, M, F, B, W, optimum):
+    problem = uniform(P, M, F=F, B=B, W=W, objective="span")
+    assert plain_optimum(problem) == pytest.approx(optimum)
+    assert bound_of(problem) == pytest.approx(optimum)
+
+
+def test_span_bound_proves_the_zero_bubble_2x_span():
+    # 1.5B at 2x: the first device's span is at least the last stage's head (7 F and comm),
+    # its 24 F and 24 B, the backward chain back to the first (7 comm and 7 B), then W: 1152.599 ms,
+    # the span the solver finds; the devices' own work (1102.68) was the bound before.
+    from zbsolve.profiles import load_profile
+
+    profile = load_profile("models/zb-1.5b.json")
+    problem = build_problem(profile.devices, profile.microbatches, profile.rank_costs(profile.devices),
+                            comm=profile.comm, memory="2x", objective="span", time_unit=profile.time_unit)
+    assert bound_of(problem) == pytest.approx(1152.599)
+
+
 @st.composite
 def tiny_pair_problems(draw):
     # Sizes the exhaustive search covers in well under a second each (split backward with two
