@@ -56,15 +56,18 @@ def test_memory_bounds_meet_small_optima(P, M, memory, optimum):
     assert bound_of(problem) == pytest.approx(optimum)
 
 
-def test_span_bound_includes_the_cool_down():
-    # At 1x the first device's span is its work plus warm-up and cool-down idle, which is
-    # exactly ZB-H1's 1310.405 ms for the 1.5B profile: the solve is proven at once.
+def zb_1_5b_span(memory: str):
     from zbsolve.profiles import load_profile
 
     profile = load_profile("models/zb-1.5b.json")
-    problem = build_problem(profile.devices, profile.microbatches, profile.rank_costs(profile.devices),
-                            comm=profile.comm, memory="1x", objective="span", time_unit=profile.time_unit)
-    assert bound_of(problem) == pytest.approx(1310.405)
+    return build_problem(profile.devices, profile.microbatches, profile.rank_costs(profile.devices),
+                         comm=profile.comm, memory=memory, objective="span", time_unit=profile.time_unit)
+
+
+def test_span_bound_includes_the_cool_down():
+    # At 1x the first device's span is its work plus warm-up and cool-down idle, which is
+    # exactly ZB-H1's 1310.405 ms for the 1.5B profile: the solve is proven at once.
+    assert bound_of(zb_1_5b_span("1x")) == pytest.approx(1310.405)
 
 
 @pytest.mark.parametrize("P, M, F, B, W, optimum", [
@@ -85,12 +88,7 @@ def test_span_bound_proves_the_zero_bubble_2x_span():
     # 1.5B at 2x: the first device's span is at least the last stage's head (7 F and comm),
     # its 24 F and 24 B, the backward chain back to the first (7 comm and 7 B), then W: 1152.599 ms,
     # the span the solver finds; the devices' own work (1102.68) was the bound before.
-    from zbsolve.profiles import load_profile
-
-    profile = load_profile("models/zb-1.5b.json")
-    problem = build_problem(profile.devices, profile.microbatches, profile.rank_costs(profile.devices),
-                            comm=profile.comm, memory="2x", objective="span", time_unit=profile.time_unit)
-    assert bound_of(problem) == pytest.approx(1152.599)
+    assert bound_of(zb_1_5b_span("2x")) == pytest.approx(1152.599)
 
 
 @st.composite
