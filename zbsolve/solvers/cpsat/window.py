@@ -138,7 +138,7 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], successors
         _memory(model, data, starts, chosen, begin, end, low, high)
     after = _tails(data, starts, chosen, high, successors)
     if data.objective == "makespan":
-        _latest_end(model, data, free, start, {op: max(paths) for op, paths in after.items()}, low, high)
+        _latest_end(model, data, free, start, {op: paths[0] for op, paths in after.items()}, low, high)
     else:
         _longest_span(model, data, starts, chosen, start, after, high)
     for op in free:
@@ -232,10 +232,11 @@ def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: i
 
 
 def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -> dict[Op, list[int]]:
-    """For each freed op and each device, the longest path from the op's end to the end of
-    that device's last op through the ops that stay (their dependencies and their order on
-    each device); UNREACHABLE where there is none."""
-    devices = len(data.device_ops)
+    """For each freed op, the longest path from its end to the schedule's end (makespan: one
+    entry) or to the end of each device's last op (span: one entry per device) through the
+    ops that stay (their dependencies and their order on each device); UNREACHABLE where
+    there is none."""
+    columns = 1 if data.objective == "makespan" else len(data.device_ops)
     following = {}
     first_after = {}
     for d, ops in enumerate(data.device_ops):
@@ -248,7 +249,7 @@ def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -
     for op in sorted(data.ops, key=lambda op: -starts[op]):
         if op in chosen:
             continue
-        best = _own(data, op, devices)
+        best = _own(data, op, columns)
         for s, delay in successors.get(op, ()):
             if s in tail:
                 best = [max(b, delay + t) for b, t in zip(best, tail[s])]
@@ -257,7 +258,7 @@ def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -
         tail[op] = [b + data.duration[op] if b >= 0 else UNREACHABLE for b in best]
     q = {}
     for op in chosen:
-        best = _own(data, op, devices)
+        best = _own(data, op, columns)
         for s, delay in successors.get(op, ()):
             if s not in chosen and s in tail:
                 best = [max(b, delay + t) for b, t in zip(best, tail[s])]
@@ -268,8 +269,10 @@ def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -
     return q
 
 
-def _own(data: SolveInput, op: Op, devices: int) -> list[int]:
-    """An op ends its own device's work at the latest (path 0 from its end), others not yet."""
-    paths = [UNREACHABLE] * devices
+def _own(data: SolveInput, op: Op, columns: int) -> list[int]:
+    """An op ends the schedule, or its own device's work, at the latest (path 0 from its end)."""
+    if columns == 1:
+        return [0]
+    paths = [UNREACHABLE] * columns
     paths[data.graph.device(op)] = 0
     return paths
