@@ -34,9 +34,9 @@ def start_and_search(problem, seconds=1.0):
 def test_window_search_schedules_validate_and_are_no_worse(problem):
     assume(problem.fb_overlap is None and feasible(problem))
     data, first, starts, steps, better, improved, schedule = start_and_search(problem, seconds=0.6)
-    value = window.objective(data, starts)
+    value = data.objective_of(starts)
     packed = window.compressed(data, first.starts, window.topological_rank(data), window.releases(data, first.starts))
-    assert value <= window.objective(data, packed) <= window.objective(data, first.starts)
+    assert value <= data.objective_of(packed) <= data.objective_of(first.starts)
     assert schedule.value <= data.value(value) + 1e-9
     assert better == len(improved) and improved == sorted(improved, reverse=True)
 
@@ -67,7 +67,7 @@ def test_span_compression_keeps_each_devices_first_start():
     for ops in data.device_ops:
         span = max(packed[op] + data.duration[op] for op in ops) - min(packed[op] for op in ops)
         assert span <= max(spread[op] + data.duration[op] for op in ops) - min(spread[op] for op in ops)
-    assert window.objective(data, packed) < window.objective(data, spread)
+    assert data.objective_of(packed) < data.objective_of(spread)
 
 
 @pytest.mark.parametrize("objective", ["makespan", "span"])

@@ -54,6 +54,17 @@ class SolveInput:
         """Solver units to the problem's time unit."""
         return None if units is None else self.graph.time(units * self.unit)
 
+    def objective_of(self, starts: dict[Op, int], ends: dict[Op, int] | None = None) -> int:
+        """A schedule's objective in solver units, over all ops (a search may break the
+        microbatch order the model's first forwards and sinks rely on). Each op ends at its
+        start plus its duration unless `ends` says otherwise (F&B pairs)."""
+        if ends is None:
+            ends = {op: starts[op] + self.duration[op] for op in self.ops}
+        if self.objective == "makespan":
+            return max(ends.values(), default=0)
+        return max((max(ends[op] for op in ops) - min(starts[op] for op in ops)
+                    for ops in self.device_ops if ops), default=0)
+
     @property
     def split(self) -> bool:
         return any(op.kind == "B" for op in self.ops)

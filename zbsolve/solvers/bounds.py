@@ -59,8 +59,10 @@ def _through_others(data: SolveInput, device: int, starts: list[dict[Op, int]], 
         return 0
     best = 0
     for other, ops in enumerate(data.device_ops):
+        if other == device:
+            continue
         between = [op for op in ops if op in to_end and all(op in reach for reach in starts)]
-        if other == device or not between:
+        if not between:
             continue
         head = {op: min(reach[op] for reach in starts) for op in between}
         best = max(best, jackson_bound(data, between, head, to_end))

@@ -216,7 +216,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         found, steps, improved = window.search(data, origin, left, better)
         message = f"window search: {improved} improvement(s) in {steps} steps"
         if improved:
-            starts, value, status = found, window.objective(data, found), "feasible"
+            starts, value, status = found, data.objective_of(found), "feasible"
     interrupted = data.stop.is_set() and status != "optimal"
     return BackendResult(
         status=status, starts=starts, objective=value, bound=bound, message=message,

@@ -37,7 +37,7 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
     rng = random.Random(data.seed)
     rank, successors = topological_rank(data), _successors(data)  # fixed for the whole search
     best = compressed(data, starts, rank, releases(data, starts))
-    value = objective(data, best)
+    value = data.objective_of(best)
     size, steps, better = WINDOW_OPS, 0, 0
     began = time.monotonic()
     while not data.stop.is_set():
@@ -53,22 +53,13 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
         if found is None:
             continue
         candidate = compressed(data, found, rank, releases(data, found))
-        new = objective(data, candidate)
+        new = data.objective_of(candidate)
         if new <= value:
             if new < value:
                 better += 1
                 on_better(candidate, new)
             best, value = candidate, new
     return best, steps, better
-
-
-def objective(data: SolveInput, starts: dict[Op, int]) -> int:
-    """The makespan or the span, over all ops: windows may break the microbatch order the
-    model's first forwards and sinks rely on."""
-    if data.objective == "makespan":
-        return max(starts[op] + data.duration[op] for op in data.ops)
-    return max((max(starts[op] + data.duration[op] for op in ops) - min(starts[op] for op in ops)
-                for ops in data.device_ops if ops), default=0)
 
 
 def releases(data: SolveInput, starts: dict[Op, int]) -> dict[Op, int]:

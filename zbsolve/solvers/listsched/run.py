@@ -225,10 +225,4 @@ class ListRun:
 
     # --- results ----------------------------------------------------------------------
     def objective(self) -> int:
-        if self.data.objective == "makespan":
-            return max(self.ends.values(), default=0)
-        span = 0
-        for ops in self.data.device_ops:
-            if ops:
-                span = max(span, max(self.ends[op] for op in ops) - min(self.starts[op] for op in ops))
-        return span
+        return self.data.objective_of(self.starts, self.ends)

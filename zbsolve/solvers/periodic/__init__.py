@@ -48,7 +48,7 @@ def solve_periodic(data: SolveInput) -> BackendResult:
         else:
             works = period if works is None else min(works, period)
             starts = _repeat(data, offsets, period)
-            value = _objective(data, starts)
+            value = data.objective_of(starts)
             if best is None or value < best[0]:
                 best = (value, period, starts)
         if works is None:  # gallop up: tight memory may need a period well above the work
@@ -77,14 +77,6 @@ def _repeat(data: SolveInput, offsets: dict[Op, int], period: int) -> dict[Op, i
             for kind, stage, offset in block:
                 starts[Op(kind, q, stage, i)] = n * period + offset
     return starts
-
-
-def _objective(data: SolveInput, starts: dict[Op, int]) -> int:
-    ends = {op: s + data.duration[op] for op, s in starts.items()}
-    if data.objective == "makespan":
-        return max(ends.values(), default=0)
-    return max((max(ends[op] for op in ops) - min(starts[op] for op in ops)
-                for ops in data.device_ops if ops), default=0)
 
 
 __all__ = ["solve_periodic"]
