@@ -35,7 +35,7 @@ def test_window_search_schedules_validate_and_are_no_worse(problem):
     assume(problem.fb_overlap is None and feasible(problem))
     data, first, starts, steps, better, improved, schedule = start_and_search(problem, seconds=0.6)
     value = data.objective_of(starts)
-    packed = window.compressed(data, first.starts, window.topological_rank(data), window.releases(data, first.starts))
+    packed = window.compressed(data, first.starts, window.releases(data, first.starts))
     assert value <= data.objective_of(packed) <= data.objective_of(first.starts)
     assert schedule.value <= data.value(value) + 1e-9
     assert better == len(improved) and improved == sorted(improved, reverse=True)
@@ -47,7 +47,7 @@ def test_compressing_keeps_order_and_moves_nothing_later():
     data = build_input(graph, problem.split_backward, problem.objective)
     step = max(data.duration.values()) + max(d for ds in data.predecessors.values() for _, d in ds)
     spread = {op: step * j for j, op in enumerate(data.topological)}  # one op at a time: valid, slow
-    packed = window.compressed(data, spread, window.topological_rank(data))
+    packed = window.compressed(data, spread)
     assert all(packed[op] <= spread[op] for op in data.ops)
     for ops in data.device_ops:
         assert sorted(ops, key=spread.get) == sorted(ops, key=packed.get)
@@ -60,7 +60,7 @@ def test_span_compression_keeps_each_devices_first_start():
     data = build_input(graph, problem.split_backward, problem.objective)
     step = max(data.duration.values()) + max(d for ds in data.predecessors.values() for _, d in ds)
     spread = {op: step * j for j, op in enumerate(data.topological)}
-    packed = window.compressed(data, spread, window.topological_rank(data), window.releases(data, spread))
+    packed = window.compressed(data, spread, window.releases(data, spread))
     for ops in data.device_ops:
         assert min(packed[op] for op in ops) == min(spread[op] for op in ops)
     # Everything else as early as it goes: each device's span can only shrink.

@@ -148,7 +148,6 @@ def retimed(graph: OpGraph, data: SolveInput, result: BackendResult, name: str) 
 def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op, ...]]]:
     """Per-device slots in start order; a pair becomes one (F, B or BW) slot, and a split
     backward whose W the pair absorbed runs as the fused BW."""
-    rank = {op: j for j, op in enumerate(data.topological)}  # ties (zero-length ops) in dependency order
     partner = {}
     for f, b in result.pairs:
         partner[f] = b
@@ -157,7 +156,7 @@ def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op,
     orders = []
     for ops in data.device_ops:
         slots = []
-        for op in sorted(ops, key=lambda op: (result.starts[op], rank[op])):
+        for op in sorted(ops, key=lambda op: (result.starts[op], data.rank[op])):
             if op in absorbed or (op in partner and op.kind != "F"):
                 continue
             if op in partner:

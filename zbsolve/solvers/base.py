@@ -11,7 +11,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import reduce
+from functools import cached_property, reduce
 
 from zbsolve.ops import Op, OpGraph
 
@@ -53,6 +53,21 @@ class SolveInput:
     def value(self, units: float | None) -> float | None:
         """Solver units to the problem's time unit."""
         return None if units is None else self.graph.time(units * self.unit)
+
+    @cached_property
+    def rank(self) -> dict[Op, int]:
+        """Each op's place in `topological`: breaks ties between equal start times, and
+        indexes the bounds' path passes."""
+        return {op: j for j, op in enumerate(self.topological)}
+
+    @cached_property
+    def successors(self) -> dict[Op, list[tuple[Op, int]]]:
+        """`predecessors` inverted: each op's dependants with their delays (every op a key)."""
+        found: dict[Op, list[tuple[Op, int]]] = {op: [] for op in self.ops}
+        for op in self.ops:
+            for pred, delay in self.predecessors[op]:
+                found[pred].append((op, delay))
+        return found
 
     def objective_of(self, starts: dict[Op, int], ends: dict[Op, int] | None = None) -> int:
         """A schedule's objective in solver units, over all ops (a search may break the

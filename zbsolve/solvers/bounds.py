@@ -41,7 +41,7 @@ class _Paths:
 
     def __init__(self, data: SolveInput) -> None:
         self.ops = data.topological
-        self.index = {op: i for i, op in enumerate(self.ops)}
+        self.index = data.rank
         self.shortest = [data.shortest(op) for op in self.ops]
         # Each edge with its length: the predecessor's least duration plus the delay.
         self.before: list[list[tuple[int, int]]] = [[] for _ in self.ops]
@@ -175,10 +175,13 @@ def _pair_count_bound(data: SolveInput, ops: list[Op], head: dict, tail: dict, f
     def after(op: Op) -> int:
         return tail[op] - data.shortest(op)
 
-    def unpaired(group: list[Op], left: int) -> list[tuple[int, int, int]]:
+    def shortest_first(group: list[Op]) -> list[tuple[int, int, int]]:
+        """The group as jobs with its least release and tail, shortest first (the ones left
+        unpaired are taken from the front)."""
         release, needed = least(group, head.__getitem__), least(group, after)
-        return [(release, length, needed) for length in sorted(data.duration[op] for op in group)[:left]]
+        return [(release, length, needed) for length in sorted(data.duration[op] for op in group)]
 
+    jobs_of = [shortest_first(group) for group in (forwards, backwards, weights)]
     release = max(least(forwards, head.__getitem__), least(backwards, head.__getitem__))
     needed = max(least(forwards, after), least(backwards, after))
     by_forward = list(accumulate(sorted((most[op] for op in forwards), reverse=True)))
@@ -187,8 +190,8 @@ def _pair_count_bound(data: SolveInput, ops: list[Op], head: dict, tail: dict, f
     for k in range(1, min(len(forwards), len(backwards)) + 1):
         saving = min(by_forward[k - 1], by_backward[k - 1])
         jobs = [(release, data.pair_duration, needed)] * k
-        jobs += unpaired(forwards, len(forwards) - k) + unpaired(backwards, len(backwards) - k)
-        jobs += unpaired(weights, max(0, len(weights) - k))
+        for group in jobs_of:
+            jobs += group[:max(0, len(group) - k)]
         best = min(best, max(full - saving, _jackson_jobs(jobs)))
     return best
 

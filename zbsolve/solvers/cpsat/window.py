@@ -35,8 +35,7 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
     returns (starts, steps, improvements). `on_better(starts, makespan)` hears of each gain."""
     assert data.pair_duration is None
     rng = random.Random(data.seed)
-    rank, successors = topological_rank(data), _successors(data)  # fixed for the whole search
-    best = compressed(data, starts, rank, releases(data, starts))
+    best = compressed(data, starts, releases(data, starts))
     value = data.objective_of(best)
     size, steps, better = WINDOW_OPS, 0, 0
     began = time.monotonic()
@@ -47,12 +46,12 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
         order = sorted(data.ops, key=lambda op: best[op])
         first = rng.randrange(max(1, len(order) - size + 1))
         free = order[first:first + size]
-        found, proved = _reorder(data, best, free, successors, min(left, 2.0), rng.randrange(1 << 30))
+        found, proved = _reorder(data, best, free, min(left, 2.0), rng.randrange(1 << 30))
         steps += 1
         size = min(len(data.ops), int(size * 1.2)) if proved else max(20, int(size * 0.8))
         if found is None:
             continue
-        candidate = compressed(data, found, rank, releases(data, found))
+        candidate = compressed(data, found, releases(data, found))
         new = data.objective_of(candidate)
         if new <= value:
             if new < value:
@@ -69,26 +68,12 @@ def releases(data: SolveInput, starts: dict[Op, int]) -> dict[Op, int]:
     return {min(ops, key=starts.get): min(starts[op] for op in ops) for ops in data.device_ops if ops}
 
 
-def topological_rank(data: SolveInput) -> dict[Op, int]:
-    """Each op's place in a dependency order: it breaks ties between equal start times."""
-    return {op: j for j, op in enumerate(data.topological)}
-
-
-def _successors(data: SolveInput) -> dict[Op, list[tuple[Op, int]]]:
-    successors: dict[Op, list[tuple[Op, int]]] = {}
-    for op in data.ops:
-        for pred, delay in data.predecessors[op]:
-            successors.setdefault(pred, []).append((op, delay))
-    return successors
-
-
-def compressed(data: SolveInput, starts: dict[Op, int], rank: dict[Op, int],
-               release: dict[Op, int] | None = None) -> dict[Op, int]:
+def compressed(data: SolveInput, starts: dict[Op, int], release: dict[Op, int] | None = None) -> dict[Op, int]:
     """Every op as early as its dependencies, its device's order and its release (if any) allow."""
     release = release or {}
     free_at = [0] * len(data.device_ops)
     new: dict[Op, int] = {}
-    for op in sorted(data.ops, key=lambda op: (starts[op], rank[op])):
+    for op in sorted(data.ops, key=lambda op: (starts[op], data.rank[op])):
         d = data.graph.device(op)
         earliest = max([free_at[d], release.get(op, 0)]
                        + [new[p] + data.duration[p] + delay for p, delay in data.predecessors[op]])
@@ -97,7 +82,7 @@ def compressed(data: SolveInput, starts: dict[Op, int], rank: dict[Op, int],
     return new
 
 
-def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], successors: dict, seconds: float, seed: int):
+def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], seconds: float, seed: int):
     """The window's ops re-ordered, the rest fixed; None when nothing was found in time."""
     chosen = set(free)
     low = min(starts[op] for op in free)
@@ -127,7 +112,7 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], successors
                 model.Add(begin(op) >= end(pred) + delay)
     if data.memory_limit is not None:
         _memory(model, data, starts, chosen, begin, end, low, high)
-    after = _tails(data, starts, chosen, high, successors)
+    after = _tails(data, starts, chosen, high)
     if data.objective == "makespan":
         _latest_end(model, data, free, start, {op: paths[0] for op, paths in after.items()}, low, high)
     else:
@@ -222,7 +207,7 @@ def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: i
             model.AddCumulative(intervals, demands, data.memory_limit[d])
 
 
-def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -> dict[Op, list[int]]:
+def _tails(data: SolveInput, starts, chosen: set, high: int) -> dict[Op, list[int]]:
     """For each freed op, the longest path from its end to the schedule's end (makespan: one
     entry) or to the end of each device's last op (span: one entry per device) through the
     ops that stay (their dependencies and their order on each device); UNREACHABLE where
@@ -241,7 +226,7 @@ def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -
         if op in chosen:
             continue
         best = _own(data, op, columns)
-        for s, delay in successors.get(op, ()):
+        for s, delay in data.successors[op]:
             if s in tail:
                 best = [max(b, delay + t) for b, t in zip(best, tail[s])]
         if op in following and following[op] in tail:
@@ -250,7 +235,7 @@ def _tails(data: SolveInput, starts, chosen: set, high: int, successors: dict) -
     q = {}
     for op in chosen:
         best = _own(data, op, columns)
-        for s, delay in successors.get(op, ()):
+        for s, delay in data.successors[op]:
             if s not in chosen and s in tail:
                 best = [max(b, delay + t) for b, t in zip(best, tail[s])]
         f = first_after[data.graph.device(op)]

@@ -17,7 +17,6 @@ BACKWARD = ("B", "BW")
 class Layout:
     """What every pass needs and no pass changes (computed once per solve)."""
 
-    successors: dict[Op, list[Op]]
     chains: list[list[list[Op]]]  # per device: its chains (ordered ones are taken in order)
     ordered: list[list[bool]]
     entry_stage: dict[tuple[int, int], int]  # (device, pipe) -> first stage of the pipe there
@@ -28,10 +27,6 @@ class Layout:
 
 
 def layout(data: SolveInput) -> Layout:
-    successors: dict[Op, list[Op]] = {op: [] for op in data.ops}
-    for op in data.ops:
-        for pred, _ in data.predecessors[op]:
-            successors[pred].append(op)
     chains: list[list[list[Op]]] = [[] for _ in data.device_ops]
     ordered: list[list[bool]] = [[] for _ in data.device_ops]
     for chain in data.chains:
@@ -53,7 +48,7 @@ def layout(data: SolveInput) -> Layout:
         d = data.graph.device(op)
         if op.kind == "F" and op.stage != entry[(d, op.pipe)]:
             spare[d] = max(spare[d], data.memory_effect[op][0])
-    return Layout(successors, chains, ordered, entry, reserve, depth, count, spare)
+    return Layout(chains, ordered, entry, reserve, depth, count, spare)
 
 
 class ListRun:
@@ -95,7 +90,7 @@ class ListRun:
                 return False  # every device waits on memory another device holds
             start, slot = options[best]
             remaining -= self._place(best, start, slot)
-            touched = {best} | {self.data.graph.device(s) for op in slot for s in self.layout.successors[op]}
+            touched = {best} | {self.data.graph.device(s) for op in slot for s, _ in self.data.successors[op]}
             for d in touched:
                 options[d] = self._option(d)
         return True
