@@ -10,7 +10,7 @@ from ortools.sat.python import cp_model
 from zbsolve.ops import Op
 from zbsolve.solvers.base import BackendResult, SolveInput
 
-from . import window
+from . import mirror, window
 from .hints import Derived, add_hint
 from .pairs import Pairs
 
@@ -144,10 +144,12 @@ def _add_objective(model, data: SolveInput, start, end, derived: Derived):
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    def __init__(self, data: SolveInput, start: dict, pairs: Pairs | None) -> None:
+    def __init__(self, data: SolveInput, start: dict, pairs: Pairs | None, bounds: bool = True,
+                 t0: float | None = None) -> None:
         super().__init__()
         self.data, self.start, self.pairs = data, start, pairs
-        self.t0 = time.monotonic()
+        self.bounds = bounds  # False for a restricted model: its bound says nothing of the problem
+        self.t0 = time.monotonic() if t0 is None else t0  # the whole solve's, across its phases
 
     def on_solution_callback(self) -> None:
         if self.data.stop.is_set():
@@ -157,37 +159,28 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         self.data.best_found = ({op: self.Value(var) for op, var in self.start.items()},
                                 int(self.ObjectiveValue()), chosen)
         if self.data.progress:
-            self.data.progress(
-                self.data.value(self.ObjectiveValue()), self.data.value(self.BestObjectiveBound()),
-                time.monotonic() - self.t0,
-            )
+            bound = self.data.value(self.BestObjectiveBound()) if self.bounds else None
+            self.data.progress(self.data.value(self.ObjectiveValue()), bound, time.monotonic() - self.t0)
 
 
 def solve_cpsat(data: SolveInput) -> BackendResult:
     """The whole model, then (large models without pairs, wall-clock limits) window search
-    from its best schedule for the rest of the limit."""
+    from its best schedule for the rest of the limit. With F&B pairs on a mirror-symmetric
+    problem, mirror-image schedules are searched first and hint the whole model."""
     t0 = time.monotonic()
+    mirrored = _search_mirrored(data) if data.pair_duration is not None else None
+    if mirrored is not None and mirrored.starts is not None and data.stop.is_set():
+        mirrored.interrupted, mirrored.wall_time = True, time.monotonic() - t0
+        return mirrored
+    limit = max(1.0, data.time_limit - (mirrored.wall_time if mirrored else 0.0))
     model, start, objective, pairs, derived = build_model(data)
     if data.hint:
         add_hint(model, data, start, derived)
         if pairs is not None:
             pairs.hint(model, data.hint_pairs)
     windows = not data.deterministic and pairs is None and len(data.ops) >= WINDOW_FROM_OPS
-    solver = cp_model.CpSolver()
-    if data.deterministic:
-        # A wall-clock limit cuts a single-threaded search at a point that depends on the
-        # machine's load; deterministic time (CP-SAT's work measure, 1 unit took 1-3 s on
-        # the dev machine) cuts it at the same point every run. The clock stays a backstop.
-        solver.parameters.max_deterministic_time = float(data.time_limit)
-        solver.parameters.max_time_in_seconds = 4.0 * data.time_limit + 10.0
-    else:
-        solver.parameters.max_time_in_seconds = float(data.time_limit) * (1 - WINDOW_SHARE if windows else 1)
-    solver.parameters.num_workers = int(data.workers)
-    solver.parameters.random_seed = int(data.seed)
-    if len(data.ops) >= LP_FREE_FROM_OPS:
-        solver.parameters.linearization_level = 0
-    solver.parameters.catch_sigint_signal = False  # zbsolve's own handler sets data.stop
-    callback = _Progress(data, start, pairs)
+    solver = _solver(data, limit * (1 - WINDOW_SHARE if windows else 1))
+    callback = _Progress(data, start, pairs, t0=t0)
     if data.progress:
         solver.best_bound_callback = lambda bound: data.progress(
             None, data.value(bound), time.monotonic() - t0
@@ -205,6 +198,10 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         bound = solver.BestObjectiveBound()
         chosen = pairs.chosen(solver) if pairs is not None else []
     message = None
+    if mirrored is not None and mirrored.starts is not None and (value is None or mirrored.objective < value):
+        # What the mirrored model proved holds only among mirror images: never `optimal`.
+        starts, value, chosen, status = mirrored.starts, mirrored.objective, mirrored.pairs, "feasible"
+        message = "best schedule from the mirror-image search"
     left = data.time_limit - (time.monotonic() - t0)
     origin = starts or data.hint
     if windows and code != cp_model.OPTIMAL and origin and not data.stop.is_set() and left > 1.0:
@@ -222,6 +219,52 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         status=status, starts=starts, objective=value, bound=bound, message=message,
         wall_time=time.monotonic() - t0, interrupted=interrupted, pairs=chosen,
     )
+
+
+def _solver(data: SolveInput, limit: float) -> cp_model.CpSolver:
+    """A solver with the limit (seconds, or CP-SAT's work measure when deterministic)."""
+    solver = cp_model.CpSolver()
+    if data.deterministic:
+        # A wall-clock limit cuts a single-threaded search at a point that depends on the
+        # machine's load; deterministic time (CP-SAT's work measure, 1 unit took 1-3 s on
+        # the dev machine) cuts it at the same point every run. The clock stays a backstop.
+        solver.parameters.max_deterministic_time = float(limit)
+        solver.parameters.max_time_in_seconds = 4.0 * limit + 10.0
+    else:
+        solver.parameters.max_time_in_seconds = float(limit)
+    solver.parameters.num_workers = int(data.workers)
+    solver.parameters.random_seed = int(data.seed)
+    if len(data.ops) >= LP_FREE_FROM_OPS:
+        solver.parameters.linearization_level = 0
+    solver.parameters.catch_sigint_signal = False  # zbsolve's own handler sets data.stop
+    return solver
+
+
+def _search_mirrored(data: SolveInput) -> BackendResult | None:
+    """The best mirror-image schedule found in `MIRROR_SHARE` of the limit; it becomes
+    the hint of the whole model. None when the problem has no mirror symmetry.
+    `wall_time` is the share of the limit spent (the work measure when deterministic)."""
+    twin = mirror.twins(data)
+    if twin is None:
+        return None
+    model, start, _, pairs, derived = build_model(data)
+    mirror.add_mirror(model, start, pairs.literal, twin)
+    if data.hint:
+        add_hint(model, data, start, derived)
+        pairs.hint(model, data.hint_pairs)
+    solver = _solver(data, data.time_limit * mirror.MIRROR_SHARE)
+    stopper = _watch_stop(data, solver)
+    try:
+        code = solver.Solve(model, _Progress(data, start, pairs, bounds=False))
+    finally:
+        stopper.set()
+    spent = solver.ResponseProto().deterministic_time if data.deterministic else solver.WallTime()
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return BackendResult("unknown", None, None, None, spent)
+    starts = {op: solver.Value(var) for op, var in start.items()}
+    chosen = pairs.chosen(solver)
+    data.hint, data.hint_pairs = starts, set(chosen)
+    return BackendResult("feasible", starts, int(solver.ObjectiveValue()), None, spent, pairs=chosen)
 
 
 def _watch_stop(data: SolveInput, solver: cp_model.CpSolver):

@@ -1,0 +1,77 @@
+"""Mirror-image search on two-pipe problems: when the pipe swap is a symmetry, what the
+restricted search finds, and that its proofs are never reported as the problem's."""
+
+from dataclasses import replace
+
+from helpers import uniform
+
+import zbsolve.solvers.cpsat.model as cpsat_model
+from zbsolve.ops import OpGraph
+from zbsolve.solvers import solve
+from zbsolve.solvers.base import build_input
+from zbsolve.solvers.cpsat.mirror import twins
+from zbsolve.validate import validate
+
+
+def solve_input(problem):
+    return build_input(OpGraph(problem), problem.split_backward, problem.objective)
+
+
+def test_dualpipe_placement_maps_each_op_to_the_other_pipe_on_the_reflected_device():
+    data = solve_input(uniform(4, 8, placement="bidirectional", fb_overlap=2.4))
+    twin = twins(data)
+    assert twin is not None and len(twin) == len(data.ops) == 96
+    for op, image in twin.items():
+        assert twin[image] == op
+        assert (image.kind, image.stage, image.pipe) == (op.kind, op.stage, 1 - op.pipe)
+        assert data.graph.device(image) == 3 - data.graph.device(op)
+
+
+def dualpipe_with(**changes):
+    return replace(uniform(4, 8, placement="bidirectional", fb_overlap=2.4), **changes)
+
+
+def test_no_mirror_where_the_pipe_swap_is_not_a_symmetry():
+    problem = dualpipe_with()
+    pipe = problem.pipes[1]
+    costlier = replace(pipe.stages[0], cost=len(problem.stage_costs))  # a new cost record, F = 1.5
+    heavier = replace(problem, stage_costs=problem.stage_costs + (replace(problem.stage_costs[0], F=1.5),),
+                      pipes=(problem.pipes[0], replace(pipe, stages=(costlier, *pipe.stages[1:]))))
+    fewer = replace(problem, pipes=(problem.pipes[0], replace(pipe, microbatches=pipe.microbatches[:-1])),
+                    microbatches=7)
+    for asymmetric in (uniform(4, 8, placement="vshape"),  # one pipe
+                       heavier,  # one stage of one pipe costs more
+                       fewer,  # 4 and 3 microbatches
+                       dualpipe_with(memory_limit=(4.0, 4.0, 4.0, 5.0))):  # limits that do not reflect
+        assert twins(solve_input(asymmetric)) is None
+    assert twins(solve_input(dualpipe_with(memory_limit=(5.0, 4.0, 4.0, 5.0)))) is not None
+
+
+def test_a_mirrored_schedule_is_never_reported_optimal_on_its_own_proof(monkeypatch):
+    """P=4 M=8: the mirrored model proves 23 at once, the whole model's optimum is also 23.
+    With the whole model made to fail, the answer is the mirrored schedule, `feasible`."""
+    built = []
+
+    def whole_model_fails(data):
+        model, *rest = build_model(data)
+        built.append(model)
+        if len(built) == 2:  # the first build is the mirrored search's
+            model.AddBoolOr([])
+        return (model, *rest)
+
+    build_model = cpsat_model.build_model
+    monkeypatch.setattr(cpsat_model, "build_model", whole_model_fails)
+    solved = solve(uniform(4, 8, placement="bidirectional", fb_overlap=2.4), "cpsat", time_limit=30, workers=1)
+    validate(solved)
+    assert len(built) == 2
+    assert (solved.solver.status, solved.metrics.makespan) == ("feasible", 23)
+    assert "mirror" in solved.solver.message
+    starts = {t.op: t.start for ops in solved.devices for t in ops}
+    twin = twins(solve_input(solved.problem))
+    assert all(starts[op] == starts[image] for op, image in twin.items() if op in starts and image in starts)
+
+
+def test_whole_model_still_proves_after_the_mirrored_search():
+    solved = solve(uniform(4, 8, placement="bidirectional", fb_overlap=2.4), "cpsat", time_limit=30, workers=2)
+    validate(solved)
+    assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 23, 23)
