@@ -172,7 +172,9 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     if mirrored is not None and mirrored.starts is not None and data.stop.is_set():
         mirrored.interrupted, mirrored.wall_time = True, time.monotonic() - t0
         return mirrored
-    limit = max(1.0, data.time_limit - (mirrored.wall_time if mirrored else 0.0))
+    limit = data.time_limit
+    if mirrored is not None:  # the whole model keeps at least a moment to take the hint
+        limit = max(1.0, limit - mirrored.wall_time)
     model, start, objective, pairs, derived = build_model(data)
     if data.hint:
         add_hint(model, data, start, derived)
