@@ -75,3 +75,32 @@ def test_whole_model_still_proves_after_the_mirrored_search():
     solved = solve(uniform(4, 8, placement="bidirectional", fb_overlap=2.4), "cpsat", time_limit=30, workers=2)
     validate(solved)
     assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 23, 23)
+
+
+def counting_builds(monkeypatch) -> list:
+    """Each model built during a solve: the mirrored one (if any) first, then the whole."""
+    built, build_model = [], cpsat_model.build_model
+
+    def build(data):
+        built.append(data)
+        return build_model(data)
+
+    monkeypatch.setattr(cpsat_model, "build_model", build)
+    return built
+
+
+def test_without_pairs_mirror_images_are_searched_first_and_the_whole_model_proves(monkeypatch):
+    built = counting_builds(monkeypatch)
+    solved = solve(uniform(4, 8, placement="bidirectional", memory="0.75x"), "cpsat", time_limit=30, workers=2)
+    validate(solved)
+    assert len(built) == 2
+    assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 26, 26)
+
+
+def test_no_mirrored_phase_where_window_search_runs(monkeypatch):
+    monkeypatch.setattr(cpsat_model, "WINDOW_FROM_OPS", 0)  # window search for this small model
+    built = counting_builds(monkeypatch)
+    solved = solve(uniform(4, 8, placement="bidirectional", memory="0.75x"), "cpsat", time_limit=10, workers=2)
+    validate(solved)
+    assert len(built) == 1
+    assert solved.metrics.makespan >= 26

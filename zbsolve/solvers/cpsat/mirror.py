@@ -5,7 +5,9 @@ swaps the pipes (microbatch i of one pipe for microbatch i of the other) and ref
 the devices carries every schedule to another valid schedule with the same objective.
 Searching only schedules equal to their own mirror image halves the free start times:
 on 1.5B costs with F&B pairs (576 ops, 60 s, 2 workers) solves found 1048.55, 1055.52
-and 1051.00 ms (seeds 0-2) against 1059.01 ms for the whole model alone. The restriction
+and 1051.00 ms (seeds 0-2) against 1059.01 ms for the whole model alone; without pairs
+at 1x memory, 1203.12 and 1195.95 ms (seeds 0, 1) against 1229.95 and 1230.13, and on
+6.2B costs 1995.06 and 2033.26 against 2089.63 and 2080.91. The restriction
 may exclude every optimum, so what the mirrored model proves is never reported: the
 whole model, hinted with its schedule, searches and proves on.
 """
