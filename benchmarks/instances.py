@@ -62,6 +62,11 @@ def standard() -> list[Instance]:
                  lambda: from_profile("zb-1.5b", placement="bidirectional", fb_overlap=36.756)),
         Instance("bidirectional", "zb-1.5b fb_overlap 36.756 1.125x",
                  lambda: from_profile("zb-1.5b", placement="bidirectional", fb_overlap=36.756, memory="1.125x")),
+        # DualPipe's placement without overlap, where memory binds.
+        Instance("bidirectional", "zb-1.5b bidirectional 1x",
+                 lambda: from_profile("zb-1.5b", placement="bidirectional", memory="1x")),
+        Instance("bidirectional", "zb-6.2b bidirectional 1x",
+                 lambda: from_profile("zb-6.2b", placement="bidirectional", memory="1x")),
     ]
     found.append(Instance("target", "zb-28.3b P=32 M=256 1.5x",
                           lambda: from_profile("zb-28.3b", microbatches=256, memory="1.5x"), time_limit=120))
