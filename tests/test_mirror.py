@@ -90,17 +90,44 @@ def counting_builds(monkeypatch) -> list:
 
 
 def test_without_pairs_mirror_images_are_searched_first_and_the_whole_model_proves(monkeypatch):
+    """P=4 M=8 at 0.5x: our bound is 27, the optimum 32; the whole model proves it."""
+    built = counting_builds(monkeypatch)
+    solved = solve(uniform(4, 8, placement="bidirectional", memory="0.5x"), "cpsat", time_limit=30, workers=2)
+    validate(solved)
+    assert len(built) == 2
+    assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 32, 32)
+
+
+def test_a_mirror_image_schedule_that_meets_the_lower_bound_ends_the_solve(monkeypatch):
+    """P=4 M=8 at 0.75x: the bound is 26 and a mirror-image schedule reaches it."""
     built = counting_builds(monkeypatch)
     solved = solve(uniform(4, 8, placement="bidirectional", memory="0.75x"), "cpsat", time_limit=30, workers=2)
     validate(solved)
-    assert len(built) == 2
+    assert len(built) == 1
     assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 26, 26)
+    assert solved.solver.message == "the mirror-image schedule meets the lower bound"
 
 
 def test_no_mirrored_phase_where_window_search_runs(monkeypatch):
     monkeypatch.setattr(cpsat_model, "WINDOW_FROM_OPS", 0)  # window search for this small model
     built = counting_builds(monkeypatch)
-    solved = solve(uniform(4, 8, placement="bidirectional", memory="0.75x"), "cpsat", time_limit=10, workers=2)
+    solved = solve(uniform(4, 8, placement="bidirectional", memory="0.5x"), "cpsat", time_limit=10, workers=2)
     validate(solved)
     assert len(built) == 1
-    assert solved.metrics.makespan >= 26
+    assert solved.metrics.makespan >= 32
+
+
+def test_progress_during_the_mirrored_phase_shows_the_problems_own_bound(monkeypatch):
+    built = counting_builds(monkeypatch)
+    seen = []
+
+    def progress(value, bound, elapsed):
+        seen.append((len(built), value, bound))
+
+    problem = uniform(4, 8, placement="bidirectional", memory="0.5x")
+    solved = solve(problem, "cpsat", time_limit=30, workers=2, progress=progress)
+    own = solve_input(problem)
+    mirrored_phase = [(value, bound) for phase, value, bound in seen if phase == 1 and value is not None]
+    assert mirrored_phase
+    assert all(bound == own.value(own.lower_bound()) <= value for value, bound in mirrored_phase)
+    assert all(bound is None or bound <= solved.metrics.makespan == 32 for _, _, bound in seen)
