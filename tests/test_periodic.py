@@ -57,6 +57,22 @@ def test_on_a_tight_v_the_periodic_schedule_beats_the_list_scheduler():
     assert solved.value <= periodic.value + 1e-9
 
 
+def test_solve_starts_from_a_periodic_schedule_only_on_one_pipe(monkeypatch):
+    """Where no hand-made schedule fits: tried for V-shape, not for DualPipe's placement."""
+    import zbsolve.solvers as solvers
+
+    tried, heuristic = [], solvers._heuristic_schedule
+
+    def recording(name, graph, data):
+        tried.append((len(graph.problem.pipes), name))
+        return heuristic(name, graph, data)
+
+    monkeypatch.setattr(solvers, "_heuristic_schedule", recording)
+    for placement in ("vshape", "bidirectional"):
+        solve(uniform(4, 8, placement=placement, memory="0.5x"), "cpsat", time_limit=2, workers=1)
+    assert tried == [(1, "list"), (1, "periodic"), (2, "list")]
+
+
 @settings(max_examples=40, deadline=None)
 @given(placed_problems(max_microbatches=4))
 def test_periodic_schedules_validate_on_every_placement(problem):
