@@ -131,3 +131,23 @@ def test_progress_during_the_mirrored_phase_shows_the_problems_own_bound(monkeyp
     assert mirrored_phase
     assert all(bound == own.value(own.lower_bound()) <= value for value, bound in mirrored_phase)
     assert all(bound is None or bound <= solved.metrics.makespan == 32 for _, _, bound in seen)
+
+
+def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(monkeypatch):
+    """Above `SEARCH_ONLY_ABOVE_OPS` the mirrored phase runs neighbourhood search only."""
+    solvers = []
+
+    def recording(data, limit):
+        solvers.append(make_solver(data, limit))
+        return solvers[-1]
+
+    make_solver = cpsat_model._solver
+    monkeypatch.setattr(cpsat_model, "_solver", recording)
+    problem = uniform(4, 8, placement="bidirectional", memory="0.5x")  # 96 ops
+    for threshold, mirrored_searches_only in ((96, False), (95, True)):
+        monkeypatch.setattr(cpsat_model.mirror, "SEARCH_ONLY_ABOVE_OPS", threshold)
+        solvers.clear()
+        solved = solve(problem, "cpsat", time_limit=4, workers=1)  # deterministic: the same on any machine
+        validate(solved)
+        assert [s.parameters.use_lns_only for s in solvers] == [mirrored_searches_only, False]
+        assert (solved.solver.status, solved.metrics.makespan) == ("optimal", 32)

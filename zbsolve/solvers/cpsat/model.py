@@ -264,6 +264,7 @@ def _search_mirrored(data: SolveInput, limit: float) -> BackendResult | None:
         if pairs is not None:
             pairs.hint(model, data.hint_pairs)
     solver = _solver(data, limit)
+    solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
     stopper = _watch_stop(data, solver)
     try:
         code = solver.Solve(model, _Progress(data, start, pairs, bounds=False))
