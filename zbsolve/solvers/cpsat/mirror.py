@@ -22,8 +22,9 @@ from zbsolve.solvers.base import SolveInput
 # Of the time limit; a mirrored model solved early hands the rest on. On the instance above
 # 0.75 found 1051.15 and 1057.15 ms (seeds 0, 1), 0.9 the values quoted there.
 MIRROR_SHARE = 0.9
-# Above this many ops the mirrored model never proved anything in 60 s, and its proofs are
-# of no use anyway: every worker runs large neighbourhood search (CP-SAT's use_lns_only).
+# Above this many ops every worker of the mirrored phase runs large neighbourhood search
+# (CP-SAT's use_lns_only): that model's proofs are of no use, and on the 576-op instances
+# below it proved nothing in 60 s. 400 ops is where the benchmark still asks for proofs.
 # 60 s, 2 workers, seeds 0-2 (0-1), default against LNS only, ms: 1.5B F&B pairs 1058.82,
 # 1057.73, 1049.76 against 1044.51, 1056.60, 1043.39; at 1.125x 1050.25, 1058.81 against
 # 1049.15, 1049.33; DualPipe's placement at 1x without pairs, 1.5B 1183.75, 1174.11 against
