@@ -89,31 +89,35 @@ def counting_builds(monkeypatch) -> list:
     return built
 
 
+def solve_dualpipe_counting_builds(monkeypatch, memory: str, time_limit: float = 30):
+    """P=4 M=8 on DualPipe's placement without pairs: the validated schedule and how many
+    models the solve built."""
+    built = counting_builds(monkeypatch)
+    solved = solve(uniform(4, 8, placement="bidirectional", memory=memory), "cpsat",
+                   time_limit=time_limit, workers=2)
+    validate(solved)
+    return solved, len(built)
+
+
 def test_without_pairs_mirror_images_are_searched_first_and_the_whole_model_proves(monkeypatch):
     """P=4 M=8 at 0.5x: our bound is 27, the optimum 32; the whole model proves it."""
-    built = counting_builds(monkeypatch)
-    solved = solve(uniform(4, 8, placement="bidirectional", memory="0.5x"), "cpsat", time_limit=30, workers=2)
-    validate(solved)
-    assert len(built) == 2
+    solved, builds = solve_dualpipe_counting_builds(monkeypatch, "0.5x")
+    assert builds == 2
     assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 32, 32)
 
 
 def test_a_mirror_image_schedule_that_meets_the_lower_bound_ends_the_solve(monkeypatch):
     """P=4 M=8 at 0.75x: the bound is 26 and a mirror-image schedule reaches it."""
-    built = counting_builds(monkeypatch)
-    solved = solve(uniform(4, 8, placement="bidirectional", memory="0.75x"), "cpsat", time_limit=30, workers=2)
-    validate(solved)
-    assert len(built) == 1
+    solved, builds = solve_dualpipe_counting_builds(monkeypatch, "0.75x")
+    assert builds == 1
     assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 26, 26)
     assert solved.solver.message == "the mirror-image schedule meets the lower bound"
 
 
 def test_no_mirrored_phase_where_window_search_runs(monkeypatch):
     monkeypatch.setattr(cpsat_model, "WINDOW_FROM_OPS", 0)  # window search for this small model
-    built = counting_builds(monkeypatch)
-    solved = solve(uniform(4, 8, placement="bidirectional", memory="0.5x"), "cpsat", time_limit=10, workers=2)
-    validate(solved)
-    assert len(built) == 1
+    solved, builds = solve_dualpipe_counting_builds(monkeypatch, "0.5x", time_limit=10)
+    assert builds == 1
     assert solved.metrics.makespan >= 32
 
 

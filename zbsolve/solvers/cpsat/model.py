@@ -184,22 +184,13 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
             return mirrored
     if mirrored is not None:  # the whole model keeps at least a moment to take the hint
         limit = max(1.0, limit - mirrored.wall_time)
-    model, start, objective, pairs, derived = build_model(data)
-    if data.hint:
-        add_hint(model, data, start, derived)
-        if pairs is not None:
-            pairs.hint(model, data.hint_pairs)
+    model, start, pairs = _hinted_model(data)
     solver = _solver(data, limit)
-    callback = _Progress(data, start, pairs, t0=t0)
     if data.progress:
         solver.best_bound_callback = lambda bound: data.progress(
             None, data.value(bound), time.monotonic() - t0
         )
-    stopper = _watch_stop(data, solver)
-    try:
-        code = solver.Solve(model, callback)
-    finally:
-        stopper.set()
+    code = _run(data, solver, model, _Progress(data, start, pairs, t0=t0))
     status = STATUS[code]
     starts, value, bound, chosen = None, None, None, []
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -257,19 +248,11 @@ def _search_mirrored(data: SolveInput, limit: float) -> BackendResult | None:
     twin = mirror.twins(data)
     if twin is None:
         return None
-    model, start, _, pairs, derived = build_model(data)
+    model, start, pairs = _hinted_model(data)
     mirror.add_mirror(model, start, pairs.literal if pairs else {}, twin)
-    if data.hint:
-        add_hint(model, data, start, derived)
-        if pairs is not None:
-            pairs.hint(model, data.hint_pairs)
     solver = _solver(data, limit)
     solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
-    stopper = _watch_stop(data, solver)
-    try:
-        code = solver.Solve(model, _Progress(data, start, pairs, bounds=False))
-    finally:
-        stopper.set()
+    code = _run(data, solver, model, _Progress(data, start, pairs, bounds=False))
     spent = solver.ResponseProto().deterministic_time if data.deterministic else solver.WallTime()
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return BackendResult("unknown", None, None, None, spent)
@@ -277,6 +260,26 @@ def _search_mirrored(data: SolveInput, limit: float) -> BackendResult | None:
     chosen = pairs.chosen(solver) if pairs is not None else []
     data.hint, data.hint_pairs = starts, set(chosen)
     return BackendResult("feasible", starts, int(solver.ObjectiveValue()), None, spent, pairs=chosen)
+
+
+def _hinted_model(data: SolveInput):
+    """The model with the starting schedule (if any) as a complete hint: the model, its
+    start variables and its pairs."""
+    model, start, _, pairs, derived = build_model(data)
+    if data.hint:
+        add_hint(model, data, start, derived)
+        if pairs is not None:
+            pairs.hint(model, data.hint_pairs)
+    return model, start, pairs
+
+
+def _run(data: SolveInput, solver: cp_model.CpSolver, model: cp_model.CpModel, callback) -> int:
+    """Solve, stopping soon after Ctrl-C; CP-SAT's status code."""
+    stopper = _watch_stop(data, solver)
+    try:
+        return solver.Solve(model, callback)
+    finally:
+        stopper.set()
 
 
 def _watch_stop(data: SolveInput, solver: cp_model.CpSolver):
