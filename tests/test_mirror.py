@@ -155,3 +155,11 @@ def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(
         validate(solved)
         assert [s.parameters.use_lns_only for s in solvers] == [mirrored_searches_only, False]
         assert (solved.solver.status, solved.metrics.makespan) == ("optimal", 32)
+
+
+def test_pair_models_cap_presolve_probing_and_others_keep_the_default():
+    """Probing's work measure undercounts on pair models (`PAIR_PROBING_WORK`)."""
+    with_pairs = solve_input(dualpipe_with())
+    without = solve_input(uniform(4, 8, placement="bidirectional", memory="0.5x"))
+    assert cpsat_model._solver(with_pairs, 5.0).parameters.probing_deterministic_time_limit == 0.1
+    assert cpsat_model._solver(without, 5.0).parameters.probing_deterministic_time_limit == 1.0

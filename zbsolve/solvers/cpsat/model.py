@@ -21,6 +21,13 @@ from .pairs import Pairs
 LP_FREE_FROM_OPS = 1000
 WINDOW_SHARE = 0.5  # of the limit left to the window search, where it runs (see `window`)
 WINDOW_FROM_OPS = 1000  # measured on 1,152 to 9,216 ops
+# Presolve probing's work limit with F&B pairs (CP-SAT's default is 1.0). Its work measure
+# undercounts there: on 14.6B costs on DualPipe's placement with pairs (2,304 ops) one unit
+# took 14.6 s and 22 s of wall time in the mirrored model, and 14.7 s (0.62 units) in the whole
+# one, so a 60 s solve found nothing better than DualPipe's 1446.94 ms (seeds 0, 1) and ran
+# past its limit. At 0.1: 1434.08 and 1432.49 ms; 1.5B with pairs (576 ops) stays within its
+# spread (1049.03, 1057.28, 1041.08 against 1056.39, 1048.87, 1041.22, seeds 0-2).
+PAIR_PROBING_WORK = 0.1
 
 STATUS = {
     cp_model.OPTIMAL: "optimal",
@@ -237,6 +244,8 @@ def _solver(data: SolveInput, limit: float) -> cp_model.CpSolver:
     solver.parameters.random_seed = int(data.seed)
     if len(data.ops) >= LP_FREE_FROM_OPS:
         solver.parameters.linearization_level = 0
+    if data.pair_duration is not None:
+        solver.parameters.probing_deterministic_time_limit = PAIR_PROBING_WORK
     solver.parameters.catch_sigint_signal = False  # zbsolve's own handler sets data.stop
     return solver
 
