@@ -62,6 +62,9 @@ def standard() -> list[Instance]:
                  lambda: from_profile("zb-1.5b", placement="bidirectional", fb_overlap=36.756)),
         Instance("bidirectional", "zb-1.5b fb_overlap 36.756 1.125x",
                  lambda: from_profile("zb-1.5b", placement="bidirectional", fb_overlap=36.756, memory="1.125x")),
+        # Pairs at 2,304 ops: 0.8 of F + B + W, as for 1.5B (36.756 = 0.8 x 45.945).
+        Instance("bidirectional", "zb-14.6b fb_overlap 24.582",
+                 lambda: from_profile("zb-14.6b", placement="bidirectional", fb_overlap=24.582)),
         # DualPipe's placement without overlap, where memory binds.
         Instance("bidirectional", "zb-1.5b bidirectional 1x",
                  lambda: from_profile("zb-1.5b", placement="bidirectional", memory="1x")),
