@@ -137,16 +137,22 @@ def test_progress_during_the_mirrored_phase_shows_the_problems_own_bound(monkeyp
     assert all(bound is None or bound <= solved.metrics.makespan == 32 for _, _, bound in seen)
 
 
-def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(monkeypatch):
-    """Above `SEARCH_ONLY_ABOVE_OPS` the mirrored phase runs neighbourhood search only."""
+def recorded_solvers(monkeypatch) -> list:
+    """Every CP-SAT solver a solve builds, in order (one per phase)."""
     solvers = []
+    make_solver = cpsat_model._solver
 
     def recording(data, limit):
         solvers.append(make_solver(data, limit))
         return solvers[-1]
 
-    make_solver = cpsat_model._solver
     monkeypatch.setattr(cpsat_model, "_solver", recording)
+    return solvers
+
+
+def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(monkeypatch):
+    """Above `SEARCH_ONLY_ABOVE_OPS` the mirrored phase runs neighbourhood search only."""
+    solvers = recorded_solvers(monkeypatch)
     problem = uniform(4, 8, placement="bidirectional", memory="0.5x")  # 96 ops
     for threshold, mirrored_searches_only in ((96, False), (95, True)):
         monkeypatch.setattr(cpsat_model.mirror, "SEARCH_ONLY_ABOVE_OPS", threshold)
@@ -155,6 +161,24 @@ def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(
         validate(solved)
         assert [s.parameters.use_lns_only for s in solvers] == [mirrored_searches_only, False]
         assert (solved.solver.status, solved.metrics.makespan) == ("optimal", 32)
+
+
+def test_from_alone_from_ops_the_mirrored_phase_is_the_answer(monkeypatch):
+    """`ALONE_FROM_OPS`: no whole model after the mirrored phase, so nothing is proven
+    beyond the problem's own bound (27 here; the optimum is 32)."""
+    solvers = recorded_solvers(monkeypatch)
+    problem = uniform(4, 8, placement="bidirectional", memory="0.5x")  # 96 ops
+    for threshold, built in ((96, 1), (97, 2)):
+        monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", threshold)
+        solvers.clear()
+        solved = solve(problem, "cpsat", time_limit=4, workers=1)
+        validate(solved)
+        assert len(solvers) == built and solved.metrics.makespan >= 32
+        if built == 1:
+            assert solved.solver.status == "feasible" and solved.solver.bound == 27
+            assert solved.solver.message.endswith("best schedule from the mirror-image search")
+        else:
+            assert (solved.solver.status, solved.metrics.makespan) == ("optimal", 32)
 
 
 def test_pair_models_cap_presolve_probing_and_others_keep_the_default():
