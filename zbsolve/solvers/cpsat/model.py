@@ -176,13 +176,13 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     """The whole model, then (large models without pairs, wall-clock limits) window search
     from its best schedule for the rest of the limit. Otherwise, on a mirror-symmetric
     problem, mirror-image schedules are searched first and hint the whole model (from
-    `mirror.ALONE_FROM_OPS` ops they are the answer)."""
+    `mirror.ALONE_FROM_OPS` ops with F&B pairs they are the answer)."""
     t0 = time.monotonic()
     windows = not data.deterministic and data.pair_duration is None and len(data.ops) >= WINDOW_FROM_OPS
     limit = data.time_limit * (1 - WINDOW_SHARE if windows else 1)
     # Where window search runs, a mirrored phase did not help (14.6B on DualPipe's placement at
     # 1x, 2,304 ops, 60 s: 1642.28 ms without it; 1649.36 with it first, 1654.57 in the model's half).
-    alone = len(data.ops) >= mirror.ALONE_FROM_OPS
+    alone = data.pair_duration is not None and len(data.ops) >= mirror.ALONE_FROM_OPS
     mirrored = None if windows else _search_mirrored(data, limit * (1.0 if alone else mirror.MIRROR_SHARE))
     if mirrored is not None and mirrored.starts is not None:
         if mirrored.objective <= data.lower_bound():  # proven by the problem's own bound
