@@ -163,7 +163,7 @@ def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(
         assert (solved.solver.status, solved.metrics.makespan) == ("optimal", 32)
 
 
-def test_from_alone_from_ops_the_mirrored_phase_is_the_answer(monkeypatch):
+def test_large_pair_models_answer_with_the_mirrored_phase_alone(monkeypatch):
     """`ALONE_FROM_OPS` (pair models): no whole model after the mirrored phase. Here the best
     mirror image (33) is not optimal (32), which is why only large models skip the whole model."""
     solvers = recorded_solvers(monkeypatch)
