@@ -34,7 +34,7 @@ SEARCH_ONLY_ABOVE_OPS = 400
 # From this many ops with F&B pairs the mirrored phase takes the whole limit and its best
 # schedule is the answer (without pairs window search runs there instead, as a rule). On
 # 14.6B with pairs (2,304 ops, 60 s, 2 workers) the whole model after it never improved on
-# it in five runs and its presolve took one solve 3.4 s past its limit; alone, seeds 0-2
+# it in four runs (seeds 0-3) and its presolve took one solve 3.4 s past its limit; alone, seeds 0-2
 # gave 1433.62, 1431.91 and 1427.42 ms against 1434.08, 1432.49 and 1431.91. On small
 # models the whole model matters: P=4 M=8 at 0.5x with pairs, the best mirror image is 33
 # and the optimum 32.
