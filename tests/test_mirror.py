@@ -77,22 +77,23 @@ def test_whole_model_still_proves_after_the_mirrored_search():
     assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 23, 23)
 
 
-def counting_builds(monkeypatch) -> list:
-    """Each model built during a solve: the mirrored one (if any) first, then the whole."""
-    built, build_model = [], cpsat_model.build_model
+def recorded(monkeypatch, name: str) -> list:
+    """What each call of the CP-SAT backend's function `name` returned during a solve, in
+    order: `build_model` and `_solver` run once per phase (the mirrored one first)."""
+    results, function = [], getattr(cpsat_model, name)
 
-    def build(data):
-        built.append(data)
-        return build_model(data)
+    def recording(*args):
+        results.append(function(*args))
+        return results[-1]
 
-    monkeypatch.setattr(cpsat_model, "build_model", build)
-    return built
+    monkeypatch.setattr(cpsat_model, name, recording)
+    return results
 
 
 def solve_dualpipe_counting_builds(monkeypatch, memory: str, time_limit: float = 30):
     """P=4 M=8 on DualPipe's placement without pairs: the validated schedule and how many
     models the solve built."""
-    built = counting_builds(monkeypatch)
+    built = recorded(monkeypatch, "build_model")
     solved = solve(uniform(4, 8, placement="bidirectional", memory=memory), "cpsat",
                    time_limit=time_limit, workers=2)
     validate(solved)
@@ -122,7 +123,7 @@ def test_no_mirrored_phase_where_window_search_runs(monkeypatch):
 
 
 def test_progress_during_the_mirrored_phase_shows_the_problems_own_bound(monkeypatch):
-    built = counting_builds(monkeypatch)
+    built = recorded(monkeypatch, "build_model")
     seen = []
 
     def progress(value, bound, elapsed):
@@ -137,22 +138,9 @@ def test_progress_during_the_mirrored_phase_shows_the_problems_own_bound(monkeyp
     assert all(bound is None or bound <= solved.metrics.makespan == 32 for _, _, bound in seen)
 
 
-def recorded_solvers(monkeypatch) -> list:
-    """Every CP-SAT solver a solve builds, in order (one per phase)."""
-    solvers = []
-    make_solver = cpsat_model._solver
-
-    def recording(data, limit):
-        solvers.append(make_solver(data, limit))
-        return solvers[-1]
-
-    monkeypatch.setattr(cpsat_model, "_solver", recording)
-    return solvers
-
-
 def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(monkeypatch):
     """Above `SEARCH_ONLY_ABOVE_OPS` the mirrored phase runs neighbourhood search only."""
-    solvers = recorded_solvers(monkeypatch)
+    solvers = recorded(monkeypatch, "_solver")
     problem = uniform(4, 8, placement="bidirectional", memory="0.5x")  # 96 ops
     for threshold, mirrored_searches_only in ((96, False), (95, True)):
         monkeypatch.setattr(cpsat_model.mirror, "SEARCH_ONLY_ABOVE_OPS", threshold)
@@ -166,8 +154,8 @@ def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(
 def test_large_pair_models_answer_with_the_mirrored_phase_alone(monkeypatch):
     """`ALONE_FROM_OPS` (pair models): no whole model after the mirrored phase. Here the best
     mirror image (33) is not optimal (32), which is why only large models skip the whole model."""
-    solvers = recorded_solvers(monkeypatch)
-    problem = dualpipe_with(memory_limit=uniform(4, 8, placement="bidirectional", memory="0.5x").memory_limit)
+    solvers = recorded(monkeypatch, "_solver")
+    problem = uniform(4, 8, placement="bidirectional", fb_overlap=2.4, memory="0.5x")
     for threshold, built, status, makespan in ((96, 1, "feasible", 33), (97, 2, "optimal", 32)):
         monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", threshold)
         solvers.clear()

@@ -29,6 +29,8 @@ WINDOW_FROM_OPS = 1000  # measured on 1,152 to 9,216 ops
 # spread (1049.03, 1057.28, 1041.08 against 1056.39, 1048.87, 1041.22, seeds 0-2).
 PAIR_PROBING_WORK = 0.1
 
+MIRRORED_BEST = "best schedule from the mirror-image search"  # never proven: see `mirror`
+
 STATUS = {
     cp_model.OPTIMAL: "optimal",
     cp_model.FEASIBLE: "feasible",
@@ -188,7 +190,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         if mirrored.objective <= data.lower_bound():  # proven by the problem's own bound
             mirrored.status, mirrored.message = "optimal", "the mirror-image schedule meets the lower bound"
         elif alone:
-            mirrored.message = "best schedule from the mirror-image search"
+            mirrored.message = MIRRORED_BEST
         if data.stop.is_set() or mirrored.status == "optimal" or alone:
             mirrored.interrupted = data.stop.is_set() and mirrored.status != "optimal"
             mirrored.wall_time = time.monotonic() - t0
@@ -213,7 +215,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     if mirrored is not None and mirrored.starts is not None and (value is None or mirrored.objective < value):
         # What the mirrored model proved holds only among mirror images: never `optimal`.
         starts, value, chosen, status = mirrored.starts, mirrored.objective, mirrored.pairs, "feasible"
-        message = "best schedule from the mirror-image search"
+        message = MIRRORED_BEST
     left = data.time_limit - (time.monotonic() - t0)
     origin = starts or data.hint
     if windows and code != cp_model.OPTIMAL and origin and not data.stop.is_set() and left > 1.0:
@@ -255,8 +257,8 @@ def _solver(data: SolveInput, limit: float) -> cp_model.CpSolver:
 
 
 def _search_mirrored(data: SolveInput, limit: float) -> BackendResult | None:
-    """The best mirror-image schedule found within `limit`; it becomes
-    the hint of the whole model. None when the problem has no mirror symmetry.
+    """The best mirror-image schedule found within `limit`; it becomes the hint of the
+    whole model, or the answer where none follows. None when the problem has no mirror symmetry.
     `wall_time` is the share of the limit spent (the work measure when deterministic)."""
     twin = mirror.twins(data)
     if twin is None:
