@@ -7,7 +7,7 @@ from helpers import stage_costs, uniform
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from zbsolve.ops import OpGraph
+from zbsolve.ops import Op, OpGraph
 from zbsolve.placements import build_problem
 from zbsolve.solvers import bounds, minimum_memory
 from zbsolve.solvers.base import build_input
@@ -151,3 +151,29 @@ def test_pair_count_bound_by_hand():
     problem = uniform(2, 2, F=1, B=1, W=1, placement="bidirectional", fb_overlap=1.5)
     assert bound_of(problem) == pytest.approx(5.5)
     assert brute_force_makespan(problem) == pytest.approx(6.0)
+
+
+def test_memory_edges_on_a_device_with_two_stages():
+    # Uniform costs on the V: P=4 gives chunks of activation 0.5, 0.5x a limit of 2, room for
+    # four chunks. Device 0 holds stages 0 and 7. When the F of stage 7, microbatch j starts,
+    # j holds both chunks (1); each earlier microbatch whose stage-0 backward has not ended
+    # holds 0.5 more, so three of them (j-3 .. j-1) would be over: B(stage 0, j-3) ends first.
+    # Each whose stage-7 backward has not ended holds both chunks: B(stage 7, j-2) ends first.
+    problem = uniform(4, 4, placement="vshape", memory="0.5x")
+    implied = set(build_input(OpGraph(problem), problem.split_backward, problem.objective).implied)
+    assert (Op("B", 0, 0, 0), Op("F", 0, 7, 3)) in implied
+    assert (Op("B", 0, 0, 1), Op("F", 0, 7, 3)) not in implied  # two earlier ones still fit
+    assert (Op("B", 0, 7, 1), Op("F", 0, 7, 3)) in implied
+    assert (Op("B", 0, 7, 2), Op("F", 0, 7, 3)) not in implied
+    assert (Op("B", 0, 0, 0), Op("F", 0, 0, 3)) not in implied  # stage 0 alone: four fit
+
+
+def test_memory_edges_raise_the_vshape_bound():
+    # 1.5B costs, P=4, M=4, V at 0.5x: 253.362 ms with memory edges only on one-stage devices.
+    # The optimum, 308.7205 ms, was proven by tests/exact_model.py (113 s, so not run here).
+    from zbsolve.profiles import load_profile
+
+    profile = load_profile("models/zb-1.5b.json")
+    problem = build_problem(4, 4, profile.rank_costs(4), comm=profile.comm, placement="vshape", memory="0.5x",
+                            time_unit=profile.time_unit)
+    assert bound_of(problem) == pytest.approx(262.4815)

@@ -225,24 +225,48 @@ def _implied_edges(data: SolveInput) -> list[tuple[Op, Op]]:
     """Pairs (a, b) with b starting no earlier than a's end in some optimal schedule.
 
     - Chains: identical microbatches of one stage can be taken in order (`ordered`).
-    - Memory, on a device that holds a single stage: with room for k activations, the
-      F of microbatch j needs fewer than k microbatches still waiting for their
-      backward, so (backwards also in order) the backward of microbatch j - k has ended.
+    - Memory: microbatches are alive on a device from their F to their backward, taken in
+      order at every stage (see `_memory_edges`).
     """
     edges = [(a, b) for chain in data.chains if data.ordered(chain) for a, b in zip(chain, chain[1:])]
     if data.memory_limit is None:
         return edges
     for d, ops in enumerate(data.device_ops):
-        forwards = [op for op in ops if op.kind == "F"]
-        if len({(op.pipe, op.stage) for op in forwards}) != 1:
+        edges += _memory_edges(data, d, ops)
+    return edges
+
+
+def _memory_edges(data: SolveInput, d: int, ops: list[Op]) -> list[tuple[Op, Op]]:
+    """Edges (backward of stage y, microbatch j - k) -> (F of stage x, microbatch j) for
+    stages y <= x of one pipe on device d.
+
+    Until its backward of stage y ends, a microbatch holds the activation of every stage
+    y' <= y of its pipe here (their F's came first, their backwards come after). When the
+    F of stage x, microbatch j starts, j holds S_x (the sum up to x) and, if the backward
+    of stage y, microbatch j - k has not ended, so does each of j - k .. j - 1 hold S_y
+    (in order, their F's have started and their backwards have not ended). With
+    k = (limit - S_x) // S_y + 1 that is over the limit, so that backward ends first.
+    (y = x, one stage per device: the F of j waits for the backward of j - room.)
+    """
+    backward = "B" if data.split else "BW"
+    forwards: dict[tuple[int, int], list[Op]] = {}
+    for op in ops:
+        if op.kind == "F":
+            forwards.setdefault((op.pipe, op.stage), []).append(op)
+    limit = data.memory_limit[d]
+    edges = []
+    for (pipe, x), later in forwards.items():
+        held = {y: data.memory_effect[chain[0]][0] for (q, y), chain in forwards.items() if q == pipe and y <= x}
+        if any(amount <= 0 for amount in held.values()):
             continue
-        activation = data.memory_effect[forwards[0]][0]
-        if activation <= 0:
-            continue
-        room = data.memory_limit[d] // activation
-        backward = "B" if data.split else "BW"
-        for j, f in enumerate(forwards[room:], start=room):
-            edges.append((Op(backward, f.pipe, f.stage, forwards[j - room].microbatch), f))
+        upto = {y: sum(a for z, a in held.items() if z <= y) for y in held}
+        for y in held:
+            k = (limit - upto[x]) // upto[y] + 1
+            if k < 1:
+                continue
+            earlier = forwards[(pipe, y)]
+            for j in range(k, len(later)):
+                edges.append((Op(backward, pipe, y, earlier[j - k].microbatch), later[j]))
     return edges
 
 
