@@ -177,3 +177,15 @@ def test_memory_edges_raise_the_vshape_bound():
     problem = build_problem(4, 4, profile.rank_costs(4), comm=profile.comm, placement="vshape", memory="0.5x",
                             time_unit=profile.time_unit)
     assert bound_of(problem) == pytest.approx(262.4815)
+
+
+def test_pair_models_keep_memory_edges_to_one_stage_devices():
+    # On DualPipe's placement every device holds two stages; with F&B pairs the memory edges
+    # slowed the search and moved no bound, so only the microbatch-order chains remain.
+    def memory_edges(fb_overlap):
+        problem = uniform(4, 8, placement="bidirectional", memory="0.5x", fb_overlap=fb_overlap)
+        implied = build_input(OpGraph(problem), problem.split_backward, problem.objective).implied
+        return [(a, b) for a, b in implied if a.kind != b.kind]
+
+    assert memory_edges(None)
+    assert memory_edges(2.4) == []
