@@ -231,12 +231,12 @@ def _implied_edges(data: SolveInput) -> list[tuple[Op, Op]]:
     edges = [(a, b) for chain in data.chains if data.ordered(chain) for a, b in zip(chain, chain[1:])]
     if data.memory_limit is None:
         return edges
-    for d, ops in enumerate(data.device_ops):
-        edges += _memory_edges(data, d, ops)
+    for d in range(len(data.device_ops)):
+        edges += _memory_edges(data, d)
     return edges
 
 
-def _memory_edges(data: SolveInput, d: int, ops: list[Op]) -> list[tuple[Op, Op]]:
+def _memory_edges(data: SolveInput, d: int) -> list[tuple[Op, Op]]:
     """Edges (backward of stage y, microbatch j - k) -> (F of stage x, microbatch j) for
     stages y <= x of one pipe on device d.
 
@@ -253,26 +253,29 @@ def _memory_edges(data: SolveInput, d: int, ops: list[Op]) -> list[tuple[Op, Op]
     1050.65 and 1048.55 without them) and moved no bound.
     """
     backward = "B" if data.split else "BW"
-    forwards: dict[tuple[int, int], list[Op]] = {}
-    for op in ops:
-        if op.kind == "F":
-            forwards.setdefault((op.pipe, op.stage), []).append(op)
+    forwards = {(c[0].pipe, c[0].stage): c for c in data.chains if c[0].kind == "F" and data.graph.device(c[0]) == d}
     if data.pair_duration is not None and len(forwards) > 1:
         return []
     limit = data.memory_limit[d]
+    upto: dict[tuple[int, int], int] = {}  # (pipe, x) -> S_x, while every stage up to x holds memory
+    for pipe in {q for q, _ in forwards}:
+        total = 0
+        for x in sorted(y for q, y in forwards if q == pipe):
+            amount = data.memory_effect[forwards[(pipe, x)][0]][0]
+            if amount <= 0:
+                break
+            total += amount
+            upto[(pipe, x)] = total
     edges = []
     for (pipe, x), later in forwards.items():
-        held = {y: data.memory_effect[chain[0]][0] for (q, y), chain in forwards.items() if q == pipe and y <= x}
-        if any(amount <= 0 for amount in held.values()):
+        if (pipe, x) not in upto:
             continue
-        upto = {y: sum(a for z, a in held.items() if z <= y) for y in held}
-        for y in held:
-            k = (limit - upto[x]) // upto[y] + 1
-            if k < 1:
+        for (q, y), held in upto.items():
+            k = (limit - upto[(pipe, x)]) // held + 1
+            if q != pipe or y > x or k < 1:
                 continue
-            earlier = forwards[(pipe, y)]
             for j in range(k, len(later)):
-                edges.append((Op(backward, pipe, y, earlier[j - k].microbatch), later[j]))
+                edges.append((Op(backward, pipe, y, forwards[(q, y)][j - k].microbatch), later[j]))
     return edges
 
 
