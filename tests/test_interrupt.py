@@ -1,5 +1,6 @@
 """Ctrl-C and SIGTERM during a real solve in a separate process: a valid file or none."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -16,12 +17,18 @@ PROFILE = str(ROOT / "models" / "zb-1.5b.json")
 
 
 def start_long_solve(target: Path, solver: str = "cpsat") -> subprocess.Popen:
-    """A two-minute solve that cannot finish early (span at 1.5x on the 1.5B profile)."""
+    """A two-minute solve that cannot finish early (span at 1.5x on the 1.5B profile).
+
+    Its temporary files go to a folder beside `target` (`scratch`), so a test can see what is left there.
+    """
+    scratch = target.parent / "scratch"
+    scratch.mkdir()
     return subprocess.Popen(
         [sys.executable, "-m", "zbsolve", "solve", "--profile", PROFILE, "--memory", "1.5x",
          "--objective", "span", "--time-limit", "120", "--workers", "2", "--solver", solver,
          "-o", str(target)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(scratch), "TMP": str(scratch)},
     )
 
 
@@ -46,7 +53,8 @@ def test_signal_during_a_solve_stops_fast_and_writes_a_valid_interrupted_file(tm
     validate(schedule)
     assert schedule.solver.status == "interrupted"
     assert "interrupted" in out
-    assert [p.name for p in tmp_path.iterdir()] == ["solved.json"], "no temporary file left behind"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch", "solved.json"]
+    assert list((tmp_path / "scratch").iterdir()) == [], "no temporary file left behind"
 
 
 @pytest.mark.parametrize("delay", [1.5, 3.0])
@@ -63,4 +71,5 @@ def test_interrupt_early_leaves_a_valid_file_or_none(tmp_path, delay):
         schedule = read_schedule(target)
         validate(schedule)
         assert schedule.solver.status == "interrupted"
-    assert [p.name for p in tmp_path.iterdir()] in ([], ["solved.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) in (["scratch"], ["scratch", "solved.json"])
+    assert list((tmp_path / "scratch").iterdir()) == []

@@ -180,8 +180,10 @@ def solve_cbc(data: SolveInput) -> BackendResult:
     warm = data.hint is not None
     if warm:
         model.set_hint(data.hint)
-    handle, log_path = tempfile.mkstemp(prefix="zbsolve-cbc-", suffix=".log")
-    os.close(handle)
+    # PuLP leaves its model files behind when CBC exits without a solution (killed after an
+    # interrupt): they go in a folder of our own, removed whatever happens.
+    workdir = tempfile.TemporaryDirectory(prefix="zbsolve-cbc-", ignore_cleanup_errors=True)
+    log_path = os.path.join(workdir.name, "cbc.log")
     done = threading.Event()
     watcher = threading.Thread(target=_watch_log, args=(log_path, data, t0, done), daemon=True)
     watcher.start()
@@ -192,6 +194,7 @@ def solve_cbc(data: SolveInput) -> BackendResult:
                 msg=False, timeLimit=max(1, round(data.time_limit)), threads=int(data.workers),
                 warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {int(data.seed) + 1}"],
             )
+            command.tmpDir = workdir.name
         try:
             model.prob.solve(command)
         except pulp.PulpSolverError:
@@ -204,7 +207,7 @@ def solve_cbc(data: SolveInput) -> BackendResult:
     finally:
         done.set()
         watcher.join(timeout=2)
-        os.unlink(log_path)
+        workdir.cleanup()
     wall = time.monotonic() - t0
     status, solution = model.prob.status, model.prob.sol_status
     if solution in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) and status == pulp.LpStatusOptimal:
