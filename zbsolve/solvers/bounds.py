@@ -8,6 +8,7 @@ the best of these and of what the backend proves.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from itertools import accumulate
 from typing import TYPE_CHECKING
@@ -278,48 +279,121 @@ def _warmup_idle(data: SolveInput, ops: list[Op], head: dict | None, tail: dict 
 
 
 def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
-    """Memory-limited cool-down, on a device that holds one stage.
+    """Memory-limited cool-down.
 
-    After the device's last F ends, its microbatch travels to the end of the pipe and back
-    before that microbatch's backward can start here. Meanwhile the device can only run
-    backwards and W's of microbatches it holds in memory at that F's start: n waiting for
-    their backward (each holding the activation) and m waiting for their W (each holding
-    the residual), with the last F's own activation, within the limit. What it cannot
-    fill is idle, and it comes on top of the warm-up idle when the last F must follow a
-    backward (more microbatches than fit). Both idles lie between the device's first op
-    and its last, so with heads and tails measured on the device (`span_bound`) the sum
-    bounds its span too.
+    After the device's last F ends, its microbatch travels on to its next op here, its own
+    backward (through the rest of the pipe and back when the stage is not the last).
+    Meanwhile the device can only run backwards and W's of microbatches it holds in memory
+    at that F's start: some waiting for their backward (each holding the activation), some
+    for their W (each holding the residual), within the limit less what the last F's
+    microbatch holds itself (on a V both of its stages here). What it cannot fill is idle,
+    and it comes on top of the warm-up idle when the last F must follow a backward (more
+    forwards than fit). Both idles lie between the device's first op and its last, so with
+    heads and tails measured on the device (`span_bound`) the sum bounds its span too.
+
+    Which stage's F comes last is not known where several could (DualPipe's two pipes):
+    the least idle over them counts. Microbatches are identical, so any microbatch stands
+    for a stage's last F. With F&B pairs, only on devices that hold one stage.
     """
     if data.memory_limit is None:
         return 0
-    forwards = [op for op in ops if op.kind == "F"]
-    if len({(op.pipe, op.stage) for op in forwards}) != 1:
+    stages: dict[tuple[int, int], list[Op]] = {}
+    for op in ops:
+        if op.kind == "F":
+            stages.setdefault((op.pipe, op.stage), []).append(op)
+    if not stages or (data.pair_duration is not None and len(stages) > 1):
         return 0
-    last = forwards[-1]
-    backward = Op("B" if data.split else "BW", last.pipe, last.stage, last.microbatch)
-    trip = _path(data, last, backward) - data.duration[last]
-    activation, limit = data.memory_effect[last][0], data.memory_limit[data.graph.device(last)]
-    if activation <= 0:
-        return 0
-    b = data.duration[backward]
-    w = data.duration[Op("W", last.pipe, last.stage, last.microbatch)] if data.split else 0
-    residual = data.memory_effect[Op("W", last.pipe, last.stage, last.microbatch)][1] if data.split else 0
-    others = len(forwards) - 1
-    fill = 0
-    for waiting in range(min(others, limit // activation - 1) + 1):
-        free = limit - activation * (waiting + 1)
-        deferred = 0 if not data.split else (others - waiting if residual <= 0 else min(others - waiting,
-                                                                                       free // residual))
-        fill = max(fill, waiting * (b + w) + deferred * w)
-    idle = max(0, trip - fill)
+    limit = data.memory_limit[data.graph.device(ops[0])]
+    candidates = []
+    for forwards in stages.values():
+        last = forwards[-1]
+        reach = _reach(data, last)
+        if not any(Op("F", pipe, stage, last.microbatch) in reach for pipe, stage in stages if pipe == last.pipe
+                   and stage != last.stage):  # another F here follows it: not the last
+            candidates.append(_cooldown_idle(data, stages, last, reach, limit))
+    idle = min(candidates)
     warm = max(0.0, _warmup_idle(data, ops, head, tail))
-    disjoint = len(forwards) > limit // activation  # the last F then starts after a backward has ended
+    # The last F then starts after a backward has ended, so after the warm-up's idle.
+    disjoint = sum(data.memory_effect[f][0] for forwards in stages.values() for f in forwards) > limit
     idle_total = idle + warm if disjoint else max(idle, warm)
     return math.ceil(_work(data, ops) + idle_total - 1e-9) + _least_after(data, ops, tail)
 
 
-def _path(data: SolveInput, source: Op, target: Op) -> int:
-    """Longest dependency path from `source`'s start to `target`'s start (same microbatch)."""
+COOLDOWN_CASES = 20_000  # fill combinations counted exactly; beyond, a fractional relaxation
+
+
+def _cooldown_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], last: Op, reach: dict[Op, int],
+                   limit: int) -> int:
+    """Idle after `last` (the device's last F) until its microbatch's backward may start here."""
+    kind = "B" if data.split else "BW"
+    trip = reach.get(Op(kind, last.pipe, last.stage, last.microbatch), 0) - data.duration[last]
+    if trip <= 0:
+        return 0
+    held, kinds = 0, []
+    for (pipe, stage), forwards in stages.items():
+        own = pipe == last.pipe and Op(kind, pipe, stage, last.microbatch) in reach  # not ended yet
+        if own:
+            held += data.memory_effect[forwards[0]][0]
+        backward = Op(kind, pipe, stage, forwards[0].microbatch)
+        w = Op("W", pipe, stage, forwards[0].microbatch)
+        kinds.append((len(forwards) - own, data.memory_effect[forwards[0]][0], data.duration[backward],
+                      data.duration[w] if data.split else 0, data.memory_effect[w][1] if data.split else 0))
+    return max(0, trip - _most_fill(max(0, limit - held), kinds))
+
+
+def _most_fill(free: int, kinds: list[tuple[int, int, int, int, int]]) -> float:
+    """The most backward and W work that microbatches held within `free` memory can offer.
+
+    Each kind (one stage) has `count` microbatches, each waiting for its backward (holding
+    `activation`, offering the backward and its W) or for its W (holding `residual`), or done.
+    """
+    choices = [range(count + 1) if activation <= 0 else range(min(count, free // activation) + 1)
+               for count, activation, *_ in kinds]
+    if math.prod(len(c) for c in choices) > COOLDOWN_CASES:
+        items = [(a, b + w, n) for n, a, b, w, _ in kinds] + [(r, w, n) for n, _, _, w, r in kinds]
+        return _fractional(free, items)
+    best = 0.0
+    for waiting in itertools.product(*choices):
+        room = free - sum(n * kind[1] for n, kind in zip(waiting, kinds))
+        if room < 0:
+            continue
+        deferred = [(r, w, count - n) for n, (count, _, _, w, r) in zip(waiting, kinds) if w > 0 and count > n]
+        work = sum(n * (b + w) for n, (_, _, b, w, _) in zip(waiting, kinds))
+        best = max(best, work + _most_w(room, deferred))
+    return best
+
+
+def _most_w(room: int, items: list[tuple[int, int, int]]) -> float:
+    """The most W work (size, length, count) that fits `room`: exact when the sizes are equal
+    (the longest first), otherwise the fractional knapsack, which is an upper bound."""
+    free = sum(length * count for size, length, count in items if size <= 0)
+    items = [item for item in items if item[0] > 0]
+    if len({size for size, _, _ in items}) <= 1:
+        fits = room // items[0][0] if items else 0
+        for _, length, count in sorted(items, key=lambda item: -item[1]):
+            taken = min(count, fits)
+            free, fits = free + taken * length, fits - taken
+        return free
+    return free + _fractional(room, items)
+
+
+def _fractional(room: float, items: list[tuple[int, int, int]]) -> float:
+    """Fractional knapsack over (size, length, count): the most length within `room`."""
+    total = 0.0
+    for size, length, count in sorted(items, key=lambda item: -item[1] / item[0] if item[0] > 0 else -math.inf):
+        if size <= 0:
+            total += length * count
+            continue
+        taken = min(count, room / size)
+        total, room = total + taken * length, room - taken * size
+        if room <= 0:
+            break
+    return total
+
+
+def _reach(data: SolveInput, source: Op) -> dict[Op, int]:
+    """Longest dependency path from `source`'s start to the start of each op of its
+    microbatch that follows it (and 0 to itself)."""
     from zbsolve.solvers.base import _topological
 
     ops = [op for op in data.ops if op.pipe == source.pipe and op.microbatch == source.microbatch]
@@ -330,7 +404,7 @@ def _path(data: SolveInput, source: Op, target: Op) -> int:
         arrivals = [reach[p] + data.shortest(p) + d for p, d in data.predecessors[op] if p in reach]
         if arrivals:
             reach[op] = max(arrivals)
-    return reach.get(target, 0)
+    return reach
 
 
 def _work(data: SolveInput, ops: list[Op]) -> int:
