@@ -8,9 +8,8 @@ the best of these and of what the backend proves.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
-from itertools import accumulate
+from itertools import accumulate, product
 from typing import TYPE_CHECKING
 
 from zbsolve.ops import Op
@@ -311,7 +310,7 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
         if not any(Op("F", pipe, stage, last.microbatch) in reach for pipe, stage in stages if pipe == last.pipe
                    and stage != last.stage):  # another F here follows it: not the last
             candidates.append(_cooldown_idle(data, stages, last, reach, limit))
-    idle = min(candidates)
+    idle = min(candidates, default=0)  # never empty in practice: some F here has no F after it
     warm = max(0.0, _warmup_idle(data, ops, head, tail))
     # The last F then starts after a backward has ended, so after the warm-up's idle.
     disjoint = sum(data.memory_effect[f][0] for forwards in stages.values() for f in forwards) > limit
@@ -323,7 +322,7 @@ COOLDOWN_CASES = 20_000  # fill combinations counted exactly; beyond, a fraction
 
 
 def _cooldown_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], last: Op, reach: dict[Op, int],
-                   limit: int) -> int:
+                   limit: int) -> float:
     """Idle after `last` (the device's last F) until its microbatch's backward may start here."""
     kind = "B" if data.split else "BW"
     trip = reach.get(Op(kind, last.pipe, last.stage, last.microbatch), 0) - data.duration[last]
@@ -353,7 +352,7 @@ def _most_fill(free: int, kinds: list[tuple[int, int, int, int, int]]) -> float:
         items = [(a, b + w, n) for n, a, b, w, _ in kinds] + [(r, w, n) for n, _, _, w, r in kinds]
         return _fractional(free, items)
     best = 0.0
-    for waiting in itertools.product(*choices):
+    for waiting in product(*choices):
         room = free - sum(n * kind[1] for n, kind in zip(waiting, kinds))
         if room < 0:
             continue
