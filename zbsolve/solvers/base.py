@@ -150,8 +150,13 @@ class SolveInput:
             self._bound = lower_bound(self)
         return self._bound
 
+    def forward_chains(self, device: int) -> dict[tuple[int, int], list[Op]]:
+        """The F's of each stage on `device`, in microbatch order, by (pipe, stage)."""
+        return {(c[0].pipe, c[0].stage): c for c in self.chains
+                if c[0].kind == "F" and self.graph.device(c[0]) == device}
+
     def first_forwards(self, device: int) -> list[Op]:
-        return [c[0] for c in self.chains if c[0].kind == "F" and self.graph.device(c[0]) == device]
+        return [chain[0] for chain in self.forward_chains(device).values()]
 
     def last_backwards(self, device: int) -> list[Op]:
         return [op for op in self.sinks() if self.graph.device(op) == device]
@@ -253,7 +258,7 @@ def _memory_edges(data: SolveInput, d: int) -> list[tuple[Op, Op]]:
     1050.65 and 1048.55 without them) and moved no bound.
     """
     backward = "B" if data.split else "BW"
-    forwards = {(c[0].pipe, c[0].stage): c for c in data.chains if c[0].kind == "F" and data.graph.device(c[0]) == d}
+    forwards = data.forward_chains(d)
     if data.pair_duration is not None and len(forwards) > 1:
         return []
     limit = data.memory_limit[d]
@@ -271,8 +276,10 @@ def _memory_edges(data: SolveInput, d: int) -> list[tuple[Op, Op]]:
         if (pipe, x) not in upto:
             continue
         for (q, y), held in upto.items():
+            if q != pipe or y > x:
+                continue
             k = (limit - upto[(pipe, x)]) // held + 1
-            if q != pipe or y > x or k < 1:
+            if k < 1:
                 continue
             for j in range(k, len(later)):
                 edges.append((Op(backward, pipe, y, forwards[(q, y)][j - k].microbatch), later[j]))

@@ -294,15 +294,13 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     the least idle over them counts. Microbatches are identical, so any microbatch stands
     for a stage's last F. With F&B pairs, only on devices that hold one stage.
     """
-    if data.memory_limit is None:
+    if data.memory_limit is None or not ops:
         return 0
-    stages: dict[tuple[int, int], list[Op]] = {}
-    for op in ops:
-        if op.kind == "F":
-            stages.setdefault((op.pipe, op.stage), []).append(op)
+    device = data.graph.device(ops[0])
+    stages = data.forward_chains(device)
     if not stages or (data.pair_duration is not None and len(stages) > 1):
         return 0
-    limit = data.memory_limit[data.graph.device(ops[0])]
+    limit = data.memory_limit[device]
     candidates = []
     for forwards in stages.values():
         last = forwards[-1]
