@@ -9,6 +9,7 @@ from zbsolve.baselines import run_baseline
 from zbsolve.errors import ValidationError
 from zbsolve.ops import Op
 from zbsolve.schedule import TimedOp
+from zbsolve.solvers import solve
 from zbsolve.validate import validate
 
 
@@ -109,3 +110,32 @@ def test_overlap_needs_fb_overlap(schedule):
     ops[0] = TimedOp(ops[0].op, ops[0].start, ops[0].end, overlap=0)
     with pytest.raises(ValidationError, match="no fb_overlap"):
         validate(with_ops(schedule, 0, ops))
+
+
+def test_values_rounded_to_the_grid_validate():
+    """DESIGN §4.3 rounds values with more than six decimals to 10^-6 of their unit (a third
+    of a cost on three chunks, a user's seventh decimal): zbsolve's own schedules of them
+    validate, reported peaks included."""
+    interleaved = run_baseline("interleaved", uniform(4, 8, placement="interleaved:3", memory="1.25x"))
+    assert interleaved.metrics.peak_memory_x == pytest.approx(1.25, abs=1e-5)  # at the limit
+    validate(interleaved)
+    solved = solve(uniform(4, 8, placement="interleaved:3", memory="1x"), "cpsat", time_limit=10, workers=1)
+    validate(solved)
+    assert solved.solver.status == "optimal"
+    assert solved.metrics.makespan == pytest.approx(25.0, abs=1e-4)
+    assert solved.metrics.peak_memory_x == pytest.approx(1.0, abs=1e-5)
+    sevenths = dict(F=1.0000004, B=0.9999996, W=0.3333333, activation=0.3333333, residual=0.1666667, comm=0.1234564)
+    for name in ("1f1b", "zb-h1"):
+        validate(run_baseline(name, uniform(4, 6, memory="1x", **sevenths)))
+    validate(run_baseline("1f1b", uniform(4, 6, split_backward=False, **sevenths)))
+
+
+def test_rounding_allowance_is_half_a_grid_step():
+    s = run_baseline("interleaved", uniform(2, 2, placement="interleaved:3", comm=0.1234564))
+    validate(s)
+    first = s.devices[0][0]  # an F of a third
+    with pytest.raises(ValidationError, match="lasts 0.333332"):
+        validate(mutate(s, 0, 0, end=first.end - 1e-6))
+    late = next(t for t in s.devices[1] if t.start > 0)  # waits for device 0 plus comm
+    with pytest.raises(ValidationError, match="plus comm 0.123456"):
+        validate(mutate(s, 1, s.devices[1].index(late), start=late.start - 2e-6, end=late.end - 2e-6))
