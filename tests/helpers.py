@@ -49,9 +49,9 @@ def small_problems(draw, max_devices=4, max_microbatches=6, memory=True):
 
 @st.composite
 def placed_problems(draw, max_microbatches=4, memory=True):
-    """Small problems on every placement (three chunks give costs off the decimal grid), sometimes
-    with F&B overlap (any positive length,
-    even one shorter than its halves, which the solver and validator must still handle)."""
+    """Small problems on every placement (three chunks put costs off the decimal grid),
+    sometimes with F&B overlap (any positive length, even one shorter than its halves,
+    which the solver and validator must still handle)."""
     placement = draw(st.sampled_from(["single", "interleaved:2", "interleaved:3", "vshape", "bidirectional"]))
     if placement == "bidirectional":
         P, M = draw(st.sampled_from([2, 4])), 2 * draw(st.integers(1, max_microbatches // 2))

@@ -7,7 +7,7 @@ from helpers import uniform
 
 from zbsolve.baselines import run_baseline
 from zbsolve.errors import ValidationError
-from zbsolve.ops import Op
+from zbsolve.ops import Op, OpGraph
 from zbsolve.schedule import TimedOp
 from zbsolve.solvers import solve
 from zbsolve.validate import validate
@@ -112,22 +112,42 @@ def test_overlap_needs_fb_overlap(schedule):
         validate(with_ops(schedule, 0, ops))
 
 
-def test_values_rounded_to_the_grid_validate():
-    """DESIGN §4.3 rounds values with more than six decimals to 10^-6 of their unit (a third
-    of a cost on three chunks, a user's seventh decimal): zbsolve's own schedules of them
-    validate, reported peaks included."""
-    interleaved = run_baseline("interleaved", uniform(4, 8, placement="interleaved:3", memory="1.25x"))
-    assert interleaved.metrics.peak_memory_x == pytest.approx(1.25, abs=1e-5)  # at the limit
+def test_chunked_costs_stay_exact():
+    """A third of a cost (interleaved:3) is whole on a grid of n x 10^k (DESIGN §4.3): times
+    and peaks come out exact, and a schedule at the limit is neither over it nor infeasible."""
+    thirds = uniform(4, 8, placement="interleaved:3", memory="1.25x")
+    interleaved = run_baseline("interleaved", thirds)
+    assert OpGraph(thirds).time_scale == 3
+    assert interleaved.metrics.peak_memory_x == 1.25  # at the limit
+    assert not interleaved.over_memory_limit()
     validate(interleaved)
     solved = solve(uniform(4, 8, placement="interleaved:3", memory="1x"), "cpsat", time_limit=10, workers=1)
     validate(solved)
     assert solved.solver.status == "optimal"
-    assert solved.metrics.makespan == pytest.approx(25.0, abs=1e-4)
-    assert solved.metrics.peak_memory_x == pytest.approx(1.0, abs=1e-5)
-    sevenths = dict(F=1.0000004, B=0.9999996, W=0.3333333, activation=0.3333333, residual=0.1666667, comm=0.1234564)
+    assert solved.metrics.makespan == 25.0
+    assert solved.metrics.peak_memory_x == 1.0
+    # Found by the placement property test: one device, three chunks of a 2 GB activation
+    # at 1x (2 GB) fit exactly; rounded to nearest they were over the limit and infeasible.
+    tight = uniform(1, 1, F=0.1, B=0.1, W=0.1, activation=2, placement="interleaved:3",
+                    memory="1x", split_backward=False)
+    assert not run_baseline("interleaved", tight).over_memory_limit()
+    validate(solve(tight, "cpsat", time_limit=10, workers=1))
+
+
+def test_values_off_every_grid_validate():
+    """Values with eight decimals fit no grid: times are rounded to 10^-6 and memory amounts
+    rounded down, and zbsolve's own schedules of them still validate, reported peaks
+    included. Rounding down keeps a schedule that fits exactly within the limit."""
+    eighths = dict(F=1.00000004, B=0.99999996, W=0.33333333, activation=0.33333333, residual=0.16666667,
+                   comm=0.12345674)
     for name in ("1f1b", "zb-h1"):
-        validate(run_baseline(name, uniform(4, 6, memory="1x", **sevenths)))
-    validate(run_baseline("1f1b", uniform(4, 6, split_backward=False, **sevenths)))
+        validate(run_baseline(name, uniform(4, 6, memory="1x", **eighths)))
+    validate(run_baseline("1f1b", uniform(4, 6, split_backward=False, **eighths)))
+    exact_fit = uniform(3, 6, activation=0.66666667, memory="1x")  # 1F1B holds 3 activations: U
+    one_f_one_b = run_baseline("1f1b", exact_fit)
+    assert not one_f_one_b.over_memory_limit()
+    validate(one_f_one_b)
+    validate(solve(exact_fit, "cpsat", time_limit=10, workers=1))
 
 
 def test_rounding_allowance_is_half_a_grid_step():

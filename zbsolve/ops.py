@@ -1,9 +1,13 @@
 """Ops and the op graph derived once from a problem (DESIGN §4.1, §4.2, §4.3).
 
-Times and memory amounts are turned into integers on a decimal grid: the grid is the
-finest power of ten (at most 10^6 per unit) on which every given value is whole, so
-integer arithmetic on it is exact for inputs with up to six decimals. Values with more
-decimals are rounded to 10^-6 of their unit.
+Times and memory amounts are turned into integers on a grid: the coarsest power of ten
+(at most 10^6 per unit) on which every given value is whole, so integer arithmetic on it
+is exact for inputs with up to six decimals; failing that, the coarsest n x 10^k
+(n <= 12, k <= 6), so that a cost split over n chunks (a third of 0.1 ms on interleaved:3)
+stays exact too. Values that fit neither are put on 10^-6 of their unit: times rounded to
+nearest, memory amounts rounded down, so that a schedule that fits the limit exactly
+also fits it on the grid (a limit is never claimed broken, nor a problem infeasible,
+because of rounding).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from zbsolve.problem import Problem
 
 KINDS = ("F", "B", "W", "BW")
 MAX_GRID_DIGITS = 6
+MAX_SHARES = 12  # chunks of one cost that stay exact on the grid
 
 
 @dataclass(frozen=True, order=True)
@@ -49,13 +54,19 @@ class Op:
 
 
 def grid_scale(values: Iterable[float]) -> int:
-    """Smallest 10^k (k <= 6) on which every value is a whole number."""
+    """Smallest 10^k (k <= 6) on which every value is a whole number; failing that, the
+    smallest n x 10^k (n <= MAX_SHARES); failing both, 10^6 (values are rounded)."""
     values = [float(v) for v in values]
-    for digits in range(MAX_GRID_DIGITS + 1):
-        scale = 10**digits
-        if all(abs(v * scale - round(v * scale)) <= 1e-9 * max(1.0, abs(v * scale)) for v in values):
+    decimal = [10**digits for digits in range(MAX_GRID_DIGITS + 1)]
+    shared = sorted({n * 10**digits for n in range(2, MAX_SHARES + 1) for digits in range(MAX_GRID_DIGITS + 1)})
+    for scale in decimal + shared:
+        if all(_whole(v * scale) for v in values):
             return scale
     return 10**MAX_GRID_DIGITS
+
+
+def _whole(x: float) -> bool:
+    return abs(x - round(x)) <= 1e-9 * max(1.0, abs(x))
 
 
 # An event another op can wait for: ("F" | "I", pipe, stage, microbatch); "I" is the
@@ -95,7 +106,8 @@ class OpGraph:
         return round(value * self.time_scale)
 
     def memory_ticks(self, value: float) -> int:
-        return round(value * self.memory_scale)
+        x = value * self.memory_scale
+        return round(x) if _whole(x) else math.floor(x)  # off the grid: never more than it is
 
     def time(self, ticks: int) -> float:
         return ticks / self.time_scale
