@@ -24,6 +24,9 @@ from zbsolve.problem import Problem
 KINDS = ("F", "B", "W", "BW")
 MAX_GRID_DIGITS = 6
 MAX_SHARES = 12  # chunks of one cost that stay exact on the grid
+_SCALES = [10**k for k in range(MAX_GRID_DIGITS + 1)] + sorted(  # the order grid_scale tries them in
+    {n * 10**k for n in range(2, MAX_SHARES + 1) for k in range(MAX_GRID_DIGITS + 1)}
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -57,9 +60,7 @@ def grid_scale(values: Iterable[float]) -> int:
     """Smallest 10^k (k <= 6) on which every value is a whole number; failing that, the
     smallest n x 10^k (n <= MAX_SHARES); failing both, 10^6 (values are rounded)."""
     values = [float(v) for v in values]
-    decimal = [10**digits for digits in range(MAX_GRID_DIGITS + 1)]
-    shared = sorted({n * 10**digits for n in range(2, MAX_SHARES + 1) for digits in range(MAX_GRID_DIGITS + 1)})
-    for scale in decimal + shared:
+    for scale in _SCALES:
         if all(_whole(v * scale) for v in values):
             return scale
     return 10**MAX_GRID_DIGITS

@@ -36,7 +36,6 @@ class _Checker:
         ends = [t.end for ops in schedule.devices for t in ops]
         self.tol = RELATIVE_TOLERANCE * max([1.0] + [abs(e) for e in ends])
         self.where: dict[tuple, tuple[TimedOp, int]] = {}
-        self.memory_slack: list[float] = []  # per device: how far its reported peak may be off by rounding
 
     def fail(self, t: TimedOp, device: int, why: str) -> None:
         raise ValidationError(f"{_name(t, device)}: {why}")
@@ -160,33 +159,34 @@ class _Checker:
                             + (f" plus comm {delay:g}" if delay else ""),
                         )
 
-    def device_peak(self, d: int, ops: tuple[TimedOp, ...]) -> float:
-        """Largest memory level; at equal times releases come before allocations. Each
-        forward still holding memory may be off by the rounding of its amount."""
-        events = []
+    def device_peak(self, d: int, ops: tuple[TimedOp, ...]) -> tuple[float, float]:
+        """Largest memory level (at equal times releases come before allocations), and how
+        far it may be off by rounding: a step for each forward still holding memory."""
+        events = []  # (time, allocation?, change in memory, change in forwards holding, op)
         for t in ops:
             c = self.cost(t)
             if t.op.kind == "F":
-                events.append((t.start, 1, c.activation, t))
+                events.append((t.start, 1, c.activation, 1, t))
             else:
                 release = {"B": c.activation - c.residual, "W": c.residual, "BW": c.activation}[t.op.kind]
-                events.append((t.end, 0, -release, t))
+                events.append((t.end, 0, -release, 0 if t.op.kind == "B" else -1, t))
         events.sort(key=lambda e: (e[0], e[1]))
         level = peak = 0.0
         holding = most_holding = 0
         limit = None if self.problem.memory_limit is None else self.problem.memory_limit[d]
-        for _, _, change, t in events:
+        for _, _, change, held, t in events:
             level += change
-            holding += {"F": 1, "B": 0}.get(t.op.kind, -1)
+            holding += held
             if limit is not None and level > limit * (1 + RELATIVE_TOLERANCE) + 1e-12 + holding * MEMORY_ROUNDING:
                 self.fail(t, d, f"memory reaches {level:g}, above the limit {limit:g}")
             peak = max(peak, level)
             most_holding = max(most_holding, holding)
-        self.memory_slack.append(most_holding * MEMORY_ROUNDING)
-        return peak
+        return peak, most_holding * MEMORY_ROUNDING
 
     def memory(self) -> None:
-        self.peaks = [self.device_peak(d, ops) for d, ops in enumerate(self.schedule.devices)]
+        found = [self.device_peak(d, ops) for d, ops in enumerate(self.schedule.devices)]
+        self.peaks = [peak for peak, _ in found]
+        self.memory_slack = [slack for _, slack in found]  # per device: how far its reported peak may be off
 
     def metrics(self) -> None:
         devices = self.schedule.devices
