@@ -6,7 +6,7 @@ import pytest
 from helpers import uniform
 
 from zbsolve.baselines import run_baseline
-from zbsolve.errors import ValidationError
+from zbsolve.errors import ProblemError, ValidationError
 from zbsolve.ops import Op, OpGraph
 from zbsolve.schedule import TimedOp
 from zbsolve.solvers import solve
@@ -148,6 +148,28 @@ def test_values_off_every_grid_validate():
     assert not one_f_one_b.over_memory_limit()
     validate(one_f_one_b)
     validate(solve(exact_fit, "cpsat", time_limit=10, workers=1))
+
+
+def test_amounts_below_the_grid_are_refused():
+    """A positive value is never whole at zero ticks: 1e-9 goes to the finest grid, where a
+    stage's whole work or an activation that still rounds to nothing is refused by name
+    instead of being solved as no work (a division by a zero makespan) or no memory (a
+    peak of 0x U)."""
+    assert OpGraph(uniform(2, 2, F=1e-9)).time_scale == 10**6
+    with pytest.raises(ProblemError, match="F \\+ B \\+ W = 3e-09 ms is below the time grid's resolution"):
+        OpGraph(uniform(2, 2, F=1e-9, B=1e-9, W=1e-9))
+    with pytest.raises(ProblemError, match="activation 1e-09 is below the memory grid's resolution"):
+        OpGraph(uniform(2, 2, activation=1e-9, residual=0))
+    validate(run_baseline("1f1b", uniform(2, 2, F=1e-9)))  # the F rounds to nothing, within the allowance
+
+
+def test_no_activation_anywhere():
+    """U = 0: peaks are 0x U, not a division by zero; a limit relative to U is refused."""
+    s = run_baseline("1f1b", uniform(3, 4, activation=0, residual=0, memory=[2.0] * 3))
+    validate(s)
+    assert s.metrics.peak_memory_x == 0.0
+    with pytest.raises(ProblemError, match="multiple of U = P x activation, which is 0 here"):
+        uniform(3, 4, activation=0, residual=0, memory="1x")
 
 
 def test_rounding_allowance_is_half_a_grid_step():

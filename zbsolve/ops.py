@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
+from zbsolve.errors import ProblemError
 from zbsolve.limits import check_size
 from zbsolve.problem import Problem
 
@@ -67,7 +68,8 @@ def grid_scale(values: Iterable[float]) -> int:
 
 
 def _whole(x: float) -> bool:
-    return abs(x - round(x)) <= 1e-9 * max(1.0, abs(x))
+    """Whole up to float noise; a value that is not zero never counts as a whole zero."""
+    return abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) and (x == 0 or round(x) != 0)
 
 
 # An event another op can wait for: ("F" | "I", pipe, stage, microbatch); "I" is the
@@ -98,6 +100,16 @@ class OpGraph:
         self._memory = [
             (self.memory_ticks(c.activation), self.memory_ticks(c.residual)) for c in costs
         ]
+        for k, (c, ticks, (activation, _)) in enumerate(zip(costs, self._durations, self._memory)):
+            # Amounts below the grid's resolution would vanish: the solvers would see no work, or no memory.
+            if ticks["F"] + ticks["BW"] == 0:
+                raise ProblemError(
+                    f"stage cost {k}: F + B + W = {c.F + c.B + c.W:g} {problem.time_unit} is below the time grid's "
+                    f"resolution ({1 / self.time_scale:g} {problem.time_unit}); give times in a smaller unit")
+            if activation == 0 and c.activation > 0:
+                raise ProblemError(
+                    f"stage cost {k}: activation {c.activation:g} is below the memory grid's resolution "
+                    f"({1 / self.memory_scale:g} of the memory unit); give memory in a smaller unit")
         self.memory_limit = (
             None if problem.memory_limit is None
             else [math.floor(v * self.memory_scale + 1e-6) for v in problem.memory_limit]

@@ -95,7 +95,11 @@ def parse_memory(
             factor = float(value[:-1])
             if not math.isfinite(factor) or factor <= 0:
                 raise ValueError
-            return (factor * problem_without_limit.memory_unit(),) * P
+            unit = problem_without_limit.memory_unit()
+            if unit == 0:
+                raise ProblemError(f"memory {text!r} is a multiple of U = P x activation, which is 0 here "
+                                   "(no stage has an activation); give an absolute limit or none")
+            return (factor * unit,) * P
         parts = [float(p) for p in value.split(",")]
     except ValueError:
         raise ProblemError(f"memory must be {MEMORY_HELP}; got {text!r}") from None

@@ -207,7 +207,7 @@ class _Checker:
             "bubble_rate": 1 - sum(busy) / (len(devices) * makespan),
             "span": span,
             "span_bubble_rate": 1 - max(busy) / span,
-            "peak_memory_x": max(self.peaks) / unit,
+            "peak_memory_x": max(self.peaks) / unit if unit else 0.0,  # U = 0: no activation anywhere
         }
         reported = self.schedule.metrics
         slack = {"peak_memory_x": max(self.memory_slack) / unit if unit else 0.0}

@@ -35,7 +35,9 @@ def describe_problem(problem: Problem) -> str:
         memory = "memory unlimited"
     else:
         limit = max(problem.memory_limit)
-        memory = f"memory limit {limit:g} ({limit / problem.memory_unit():.3g}x U, U={problem.memory_unit():g})"
+        unit = problem.memory_unit()
+        relative = f"{limit / unit:.3g}x U, U={unit:g}" if unit else "U=0: no activation"
+        memory = f"memory limit {limit:g} ({relative})"
     overlap = "" if problem.fb_overlap is None else f", F&B overlap {problem.fb_overlap:g}"
     return (
         f"P={problem.devices} M={problem.microbatches} placement {problem.placement}, {cost_text}, "
