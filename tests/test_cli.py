@@ -100,6 +100,28 @@ def test_export_torch_csv(capsys, tmp_path):
     assert csv.read_text() == "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"
 
 
+
+def test_export_to_standard_output_and_dash_elsewhere(capsys, tmp_path, monkeypatch):
+    """`export -o -` writes to standard output; where standard output carries the table,
+    '-' is refused instead of becoming a file named '-'."""
+    monkeypatch.chdir(tmp_path)
+    run(capsys, "baseline", "zb-h1", "--stages", "2", "--microbatches", "2", "-o", "s.json")
+    code, out, _ = run(capsys, "export", "s.json", "--format", "torch-csv", "-o", "-")
+    assert code == 0 and out == "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"
+    code, out, _ = run(capsys, "export", "s.json", "--format", "chrome-trace", "-o", "-")
+    assert code == 0 and json.loads(out)["traceEvents"]
+    code, out, err = run(capsys, "baseline", "1f1b", "--stages", "2", "--microbatches", "2", "-o", "-")
+    assert code == 2 and "cannot write '-' here" in err and out == ""
+    assert not (tmp_path / "-").exists()
+
+
+def test_torch_csv_of_two_pipes_is_refused_before_solving(capsys, tmp_path):
+    target = tmp_path / "b.csv"
+    code, out, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--placement", "bidirectional",
+                         "--torch-csv", str(target))
+    assert code == 1 and out == ""  # no table: nothing was solved
+    assert "this problem has 2 pipes" in err and not target.exists()
+
 BAD = [
     (["--stages", "0", "--microbatches", "8"], "--stages"),
     (["--stages", "4", "--microbatches", "0"], "--microbatches"),

@@ -11,6 +11,9 @@ from zbsolve.errors import OutputError
 
 def check_writable(path: str | os.PathLike) -> Path:
     """Fail early, before any work, if `path` cannot be written."""
+    if str(path) == "-":  # not a file named "-"; standard output carries the command's table
+        raise OutputError("cannot write '-' here: standard output carries the table; give a file name "
+                          "(zbsolve export -o - writes to standard output)")
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if target.is_dir():

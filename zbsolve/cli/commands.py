@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
 from zbsolve.baselines import BASELINES, applicable, run_baseline
 from zbsolve.errors import UsageError, ValidationError
-from zbsolve.export.chrome_trace import write_chrome_trace
-from zbsolve.export.torch_csv import write_torch_csv
+from zbsolve.export.chrome_trace import chrome_trace, write_chrome_trace
+from zbsolve.export.torch_csv import check_torch_form, torch_csv, write_torch_csv
 from zbsolve.files import check_writable
 from zbsolve.ops import OpGraph
 from zbsolve.problem import Problem
@@ -73,7 +74,10 @@ def run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_output_paths(args: argparse.Namespace) -> None:
+def _check_outputs(args: argparse.Namespace, problem: Problem) -> None:
+    """Every output can be written, before any work (a solve may take minutes)."""
+    if getattr(args, "torch_csv", None):
+        check_torch_form(problem)
     for name in ("output", "torch_csv", "plot"):
         if getattr(args, name, None):
             check_writable(getattr(args, name))
@@ -84,8 +88,8 @@ def _check_output_paths(args: argparse.Namespace) -> None:
 
 
 def run_baseline_command(args: argparse.Namespace) -> int:
-    _check_output_paths(args)
     problem = problem_from_args(args)
+    _check_outputs(args, problem)
     schedule = run_baseline(args.name, problem)
     reference = one_f_one_b_reference(problem)
     print(describe_problem(problem))
@@ -141,9 +145,15 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    check_writable(args.output)
+    to_stdout = args.output == "-"
+    if not to_stdout:
+        check_writable(args.output)
     schedule = read_schedule(args.file)
     validate(schedule)
+    if to_stdout:
+        sys.stdout.write(torch_csv(schedule) if args.format == "torch-csv"
+                         else json.dumps(chrome_trace(schedule)) + "\n")
+        return 0
     if args.format == "torch-csv":
         write_torch_csv(schedule, args.output)
     else:
@@ -153,8 +163,6 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    import json
-
     from zbsolve.files import write_atomic
     from zbsolve.profiles import profile_from_dict
     from zbsolve.profiling import LayerShape, profile_document
@@ -222,5 +230,5 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p = command("export", "convert a schedule file to another tool's format", run_export)
     p.add_argument("file")
     p.add_argument("--format", required=True, choices=("torch-csv", "chrome-trace"))
-    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write; - for standard output")
 

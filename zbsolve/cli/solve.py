@@ -85,11 +85,11 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
 
 
 def run_solve(args: argparse.Namespace) -> int:
-    from .commands import _check_output_paths, _write_outputs, print_comparison
+    from .commands import _check_outputs, _write_outputs, print_comparison
 
     check_solver_options(args.solver, args.time_limit, args.workers)
-    _check_output_paths(args)
     problem = problem_from_args(args)
+    _check_outputs(args, problem)
     solved = solve_with_progress(problem, args)
     print_comparison(problem, [solved])
     _write_outputs(solved, args)

@@ -12,6 +12,7 @@ import os
 from zbsolve.errors import ExportError
 from zbsolve.files import write_atomic
 from zbsolve.ops import Op
+from zbsolve.problem import Problem
 from zbsolve.schedule import Schedule
 
 TORCH_KIND = {"F": "F", "B": "I", "W": "W", "BW": "B"}
@@ -21,13 +22,18 @@ def action(op: Op) -> str:
     return f"{op.stage}{TORCH_KIND[op.kind]}{op.microbatch}"
 
 
-def torch_rows(schedule: Schedule) -> list[list[str]]:
-    if len(schedule.problem.pipes) != 1:
+def check_torch_form(problem: Problem) -> None:
+    """Refuse, before any solving, a problem whose schedules have no torch form."""
+    if len(problem.pipes) != 1:
         raise ExportError(
-            "torch pipelining runs one pipe of stages; this schedule has "
-            f"{len(schedule.problem.pipes)} pipes (bidirectional/DualPipe has no torch form; "
+            "torch pipelining runs one pipe of stages; this problem has "
+            f"{len(problem.pipes)} pipes (bidirectional/DualPipe has no torch form; "
             "DualPipeV on the vshape placement does)"
         )
+
+
+def torch_rows(schedule: Schedule) -> list[list[str]]:
+    check_torch_form(schedule.problem)
     rows = []
     for slots in schedule.order():
         row = []
