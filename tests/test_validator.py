@@ -181,3 +181,20 @@ def test_rounding_allowance_is_half_a_grid_step():
     late = next(t for t in s.devices[1] if t.start > 0)  # waits for device 0 plus comm
     with pytest.raises(ValidationError, match="plus comm 0.123456"):
         validate(mutate(s, 1, s.devices[1].index(late), start=late.start - 2e-6, end=late.end - 2e-6))
+
+
+@pytest.mark.parametrize("claims, message", [
+    (dict(status="optimal", bound=None, gap=None), "status optimal, but its bound None does not meet"),
+    (dict(status="optimal", objective=18, bound=16, gap=2 / 18), "status optimal, but its bound 16"),
+    (dict(objective=17, bound=16, gap=1 / 17), "solver objective 17 but the schedule's makespan is 18"),
+    (dict(objective=18, bound=19, gap=0), "solver bound 19 is above the schedule's makespan 18"),
+    (dict(objective=18, bound=16, gap=0.5), "solver gap 0.5 but"),
+])
+def test_solver_claims_must_agree_with_the_schedule(schedule, claims, message):
+    """A file's status, bound and gap are what readers trust: an `optimal` without a bound
+    that meets the value, or a gap that is not the bound's, does not pass."""
+    assert schedule.metrics.makespan == 18
+    honest = replace(schedule.solver, status="feasible", objective=18, bound=16, gap=2 / 18)
+    validate(replace(schedule, solver=honest))
+    with pytest.raises(ValidationError, match=message):
+        validate(replace(schedule, solver=replace(honest, **claims)))

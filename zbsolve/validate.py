@@ -50,6 +50,7 @@ class _Checker:
         self.dependencies()
         self.memory()
         self.metrics()
+        self.solver_claims()
 
     def structure(self) -> None:
         problem = self.problem
@@ -219,6 +220,28 @@ class _Checker:
                 got = getattr(reported, key)[d]
                 if abs(got - value) > 1e-6 * max(1.0, abs(value)) + slacks[d]:
                     raise ValidationError(f"reported {key}[{d}] {got!r} but the schedule gives {value!r}")
+
+
+    def solver_claims(self) -> None:
+        """What the file says of its own quality agrees with the schedule: its objective is the
+        schedule's, no valid schedule lies below a lower bound, the gap is the one from that
+        bound, and `optimal` comes with a bound that meets the value. (That the bound itself
+        was proven cannot be checked here.)"""
+        info, objective = self.schedule.solver, self.problem.objective
+        metrics = self.schedule.metrics
+        value = metrics.makespan if objective == "makespan" else metrics.span
+        close = 1e-6 * max(1.0, abs(value))
+        if info.objective is not None and abs(info.objective - value) > close:
+            raise ValidationError(f"solver objective {info.objective:g} but the schedule's {objective} is {value:g}")
+        if info.bound is not None and info.bound > value + close:
+            raise ValidationError(f"solver bound {info.bound:g} is above the schedule's {objective} {value:g}, "
+                                  "which a lower bound never is")
+        if info.bound is not None and info.gap is not None and abs(info.gap - (value - info.bound) / value) > 1e-6:
+            raise ValidationError(f"solver gap {info.gap:g} but (value - bound) / value is "
+                                  f"{(value - info.bound) / value:g}")
+        if info.status == "optimal" and (info.bound is None or value - info.bound > close):
+            raise ValidationError(f"solver status optimal, but its bound {info.bound!r} does not meet the "
+                                  f"schedule's {objective} {value:g}")
 
 
 def validate(schedule: Schedule) -> None:
