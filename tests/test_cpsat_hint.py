@@ -5,7 +5,7 @@ from helpers import uniform
 from ortools.sat.python import cp_model
 
 from zbsolve.ops import OpGraph
-from zbsolve.solvers import _heuristic_schedule, _hint_from, best_fitting_baseline
+from zbsolve.solvers import _hint_from, _list_schedule, best_fitting_baseline
 from zbsolve.solvers.base import build_input
 from zbsolve.solvers.cpsat.hints import add_hint
 from zbsolve.solvers.cpsat.model import build_model
@@ -21,7 +21,7 @@ from zbsolve.solvers.cpsat.model import build_model
 def test_every_variable_is_hinted_and_the_hint_is_the_starting_schedule(problem):
     graph = OpGraph(problem)
     data = build_input(graph, problem.split_backward, problem.objective)
-    warm = best_fitting_baseline(problem, graph) or _heuristic_schedule("list", graph, data)
+    warm = best_fitting_baseline(problem, graph) or _list_schedule(graph, data)
     data.hint, data.hint_pairs = _hint_from(warm, data)
     model, start, objective, pairs, derived = build_model(data)
     add_hint(model, data, start, derived)

@@ -210,7 +210,7 @@ def test_a_hand_made_schedule_at_the_bound_skips_the_heuristics_and_the_model(mo
     def refuse(*args):
         raise AssertionError("not needed: ZB-H1 already meets the bound")
 
-    monkeypatch.setattr(solvers, "_heuristic_schedule", refuse)
+    monkeypatch.setattr(solvers, "_list_schedule", refuse)
     monkeypatch.setattr(solvers, "_backend", refuse)
     solved = solve(uniform(4, 8, memory="1x"), "cpsat", time_limit=5, workers=1)
     assert solved.solver.status == "optimal"

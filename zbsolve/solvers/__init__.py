@@ -207,16 +207,9 @@ def solve(
     warm = best_fitting_baseline(problem, graph) if warm_start else None
     bound = data.value(data.lower_bound())
     if warm_start and solver != "list" and not _meets(warm, bound):
-        # Periodic schedules pay off where memory is too tight for every hand-made schedule
-        # (V-shape at 0.5x); elsewhere they lost to them and only took the search's time. On
-        # DualPipe's placement (1.5B) they found nothing in 6.5 s at 0.75x, 1x and 1.25x, and
-        # 3736.72 ms against the list scheduler's 1655.79 at 0.5x: one pipe only.
-        periodic = warm is None and len(problem.pipes) == 1
-        heuristics = ["list"] + (["periodic"] if periodic else [])
-        for name in heuristics:
-            found = _heuristic_schedule(name, graph, data)
-            if found is not None and (warm is None or found.value < warm.value):
-                warm = found
+        found = _list_schedule(graph, data)
+        if found is not None and (warm is None or found.value < warm.value):
+            warm = found
     if _meets(warm, bound):
         # Nothing can beat it: skip the model (building a large one takes longer than this).
         if progress:
@@ -252,19 +245,16 @@ def _joined(first: str | None, second: str | None) -> str | None:
     return "; ".join(part for part in (first, second) if part) or None
 
 
-def _heuristic_schedule(name: str, graph: OpGraph, data: SolveInput) -> Schedule | None:
-    """A starting schedule from the list scheduler or the periodic one, each given a tenth
-    of the time limit. One whose order breaks the memory limit is dropped: zero-length ops
-    that tie on one device may run in an order the heuristic's own count did not see."""
-    if name == "list":
-        from .listsched import solve_list as heuristic
-    else:  # imports OR-Tools: only when asked for
-        from .periodic import solve_periodic as heuristic
+def _list_schedule(graph: OpGraph, data: SolveInput) -> Schedule | None:
+    """A starting schedule from the list scheduler, given a tenth of the time limit. One
+    whose order breaks the memory limit is dropped: zero-length ops that tie on one device
+    may run in an order the scheduler's own count did not see."""
+    from .listsched import solve_list
 
-    result = heuristic(replace(data, time_limit=0.1 * data.time_limit, progress=None))
+    result = solve_list(replace(data, time_limit=0.1 * data.time_limit, progress=None))
     if result.starts is None:
         return None
-    schedule = retimed(graph, data, result, name)
+    schedule = retimed(graph, data, result, "list")
     return None if schedule.over_memory_limit() else schedule
 
 

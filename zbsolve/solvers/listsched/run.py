@@ -24,6 +24,8 @@ class Layout:
     depth: dict[tuple[int, int], float]  # (device, pipe) -> stages to the pipe's end, per stage held
     backwards_held: dict[tuple[int, int], int]  # (device, pipe) -> backward ops per microbatch
     spare: list[int]  # per device: the largest activation of an F that does not bring a new microbatch
+    entering: dict[Op, int]  # each pipe's first F's -> the microbatch's place in its pipe
+    pace_unit: int  # the busiest device's work per microbatch place (no idle at all)
 
 
 def layout(data: SolveInput) -> Layout:
@@ -48,17 +50,25 @@ def layout(data: SolveInput) -> Layout:
         d = data.graph.device(op)
         if op.kind == "F" and op.stage != entry[(d, op.pipe)]:
             spare[d] = max(spare[d], data.memory_effect[op][0])
-    return Layout(chains, ordered, entry, reserve, depth, count, spare)
+    places = [{m: n for n, m in enumerate(pipe.microbatches)} for pipe in data.graph.problem.pipes]
+    entering = {op: places[op.pipe][op.microbatch] for op in data.ops if not data.predecessors[op]}
+    busiest = max(sum(data.duration[op] for op in ops) for ops in data.device_ops)
+    pace_unit = max(1, busiest // max(len(p) for p in places))
+    return Layout(chains, ordered, entry, reserve, depth, count, spare, entering, pace_unit)
 
 
 class ListRun:
     """`whole`: a microbatch entering a device reserves the activation of all its stages
     there, which cannot deadlock; otherwise each F takes only its own and a new microbatch
-    must leave room for one later-stage F, which holds more microbatches in flight when
-    memory is tight but may deadlock (the pass then reports itself incomplete)."""
+    must leave room for one later-stage F (unless `room` is off), which holds more
+    microbatches in flight when memory is tight but may deadlock (the pass then reports
+    itself incomplete). `pace`: microbatch n may not enter the pipe before n * pace, which
+    keeps memory from filling up with microbatches that then wait on each other."""
 
-    def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None, whole: bool = True) -> None:
+    def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None, whole: bool = True,
+                 room: bool = True, pace: int | None = None) -> None:
         self.data, self.rule, self.cap, self.whole = data, rule, cap, whole
+        self.room, self.pace = room, pace
         self.layout = shared
         devices = len(data.device_ops)
         self.starts: dict[Op, int] = {}
@@ -140,7 +150,7 @@ class ListRun:
         return self.data.duration[Op("W", back.pipe, back.stage, back.microbatch)] if back.kind == "B" else 0
 
     def _ready(self, op: Op) -> int | None:
-        r = 0
+        r = 0 if self.pace is None else self.pace * self.layout.entering.get(op, 0)
         for pred, delay in self.data.predecessors[op]:
             end = self.ends.get(pred)
             if end is None:
@@ -162,7 +172,8 @@ class ListRun:
             return False
         if limit is None:
             return True
-        need = self.committed[d] + (self.layout.reserve[key] if self.whole else activation + self.layout.spare[d])
+        need = self.committed[d] + (self.layout.reserve[key] if self.whole
+                                    else activation + (self.layout.spare[d] if self.room else 0))
         others = [r for (e, q), r in self.layout.reserve.items() if e == d and q != f.pipe
                   and self.inflight[(e, q)] == 0 and self.admitted[(e, q)] < self._microbatches(q)]
         if others and sum(r for (e, _), r in self.layout.reserve.items() if e == d) <= limit[d]:
