@@ -79,13 +79,24 @@ def test_per_stage_memory_holds_more_microbatches_on_a_tight_v(monkeypatch):
     assert solved.solver.message.endswith("cap 0.75, per-stage memory")
 
 
-def test_pacing_microbatches_into_a_tight_v_beats_every_unpaced_pass():
+def test_pacing_microbatches_into_a_tight_v_beats_every_unpaced_pass(monkeypatch):
     # Admitted as memory allows, microbatches crowd the V's devices and wait on each other,
     # which stretches how long each holds its activations. Let in one every 51.688 ms (1.125 x
     # device 0's 45.945 ms of work per microbatch), each passes through with less waiting:
     # 1531.2775 ms from the pass, 1523.5075 once re-timed, against 1702.0965 unpaced.
+    monkeypatch.setattr(listsched, "HEADS", (0,))
     solved = solve(tight_v(), "list", time_limit=10, workers=1)
     validate(solved)
     assert solved.metrics.makespan == pytest.approx(1523.5075)
     assert solved.solver.message.endswith("critical path, cap None, per-stage memory without room kept, "
                                           "a microbatch every 51.688")
+
+
+def test_letting_the_first_two_microbatches_in_at_once_fills_the_tight_v_sooner():
+    # The same pace from microbatch 1 on, with microbatches 0 and 1 both entering at 0:
+    # 1479.888 ms from the pass, 1473.676 re-timed.
+    solved = solve(tight_v(), "list", time_limit=10, workers=1)
+    validate(solved)
+    assert solved.metrics.makespan == pytest.approx(1473.676)
+    assert solved.solver.message.endswith("backward first, cap None, per-stage memory without room kept, "
+                                          "a microbatch every 51.688 after the first 2")

@@ -62,13 +62,14 @@ class ListRun:
     there, which cannot deadlock; otherwise each F takes only its own and a new microbatch
     must leave room for one later-stage F (unless `room` is off), which holds more
     microbatches in flight when memory is tight but may deadlock (the pass then reports
-    itself incomplete). `pace`: microbatch n may not enter the pipe before n * pace, which
-    keeps memory from filling up with microbatches that then wait on each other."""
+    itself incomplete). `pace`: microbatch n may not enter the pipe before (n - head) * pace
+    (the first head + 1 enter at once), which keeps memory from filling up with
+    microbatches that then wait on each other."""
 
     def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None, whole: bool = True,
-                 room: bool = True, pace: int | None = None) -> None:
+                 room: bool = True, pace: int | None = None, head: int = 0) -> None:
         self.data, self.rule, self.cap, self.whole = data, rule, cap, whole
-        self.room, self.pace = room, pace
+        self.room, self.pace, self.head = room, pace, head
         self.layout = shared
         devices = len(data.device_ops)
         self.starts: dict[Op, int] = {}
@@ -150,7 +151,8 @@ class ListRun:
         return self.data.duration[Op("W", back.pipe, back.stage, back.microbatch)] if back.kind == "B" else 0
 
     def _ready(self, op: Op) -> int | None:
-        r = 0 if self.pace is None else self.pace * self.layout.entering.get(op, 0)
+        r = 0 if self.pace is None or op not in self.layout.entering \
+            else self.pace * max(0, self.layout.entering[op] - self.head)
         for pred, delay in self.data.predecessors[op]:
             end = self.ends.get(pred)
             if end is None:
