@@ -50,19 +50,20 @@ def solve_list(data: SolveInput) -> BackendResult:
     tried = 0
     limited = data.memory_limit is not None
     admissions = (True, False) if any(shared.spare) and limited else (True,)
-    passes = [(r, c, w, True) for caps in (CAPS, TIGHT_CAPS) for r in RULES for c in caps for w in admissions]
+    passes = [dict(rule=r, cap=c, whole=w) for caps in (CAPS, TIGHT_CAPS) for r in RULES for c in caps
+              for w in admissions]
     if limited:  # taken in turns with the others: when time runs short, both kinds have been tried
-        whole = not any(shared.spare)  # several stages here: take memory per stage, no room kept
-        paced = [(r, None, whole, whole, round(f * shared.pace_unit), head) for f in PACES for head in HEADS
-                 for r in RULES if r.name in PACED_RULES]
+        one_stage = not any(shared.spare)  # else take memory per stage, no room kept
+        paced = [dict(rule=r, cap=None, whole=one_stage, room=one_stage, pace=round(f * shared.pace_unit), head=head)
+                 for f in PACES for head in HEADS for r in RULES if r.name in PACED_RULES]
         passes = [p for pair in zip_longest(passes, paced) for p in pair if p is not None]
-    for rule, cap, whole, room, *paced_by in passes:
+    for settings in passes:
         if data.stop.is_set():
             break
         if best is not None and (tried * len(data.ops) > data.time_limit * OPS_PER_SECOND if data.deterministic
                                  else time.monotonic() - t0 > data.time_limit):
             break
-        run = ListRun(data, shared, rule, cap, whole, room, *paced_by)
+        run = ListRun(data, shared, **settings)
         tried += 1
         if run.complete and (best is None or run.objective() < best.objective()):
             best = run

@@ -70,6 +70,8 @@ class ListRun:
                  room: bool = True, pace: int | None = None, head: int = 0) -> None:
         self.data, self.rule, self.cap, self.whole = data, rule, cap, whole
         self.room, self.pace, self.head = room, pace, head
+        # earliest start of each pipe's first F's: computed once, `_ready` runs per candidate
+        self.release = {} if pace is None else {op: pace * max(0, n - head) for op, n in shared.entering.items()}
         self.layout = shared
         devices = len(data.device_ops)
         self.starts: dict[Op, int] = {}
@@ -151,8 +153,7 @@ class ListRun:
         return self.data.duration[Op("W", back.pipe, back.stage, back.microbatch)] if back.kind == "B" else 0
 
     def _ready(self, op: Op) -> int | None:
-        r = 0 if self.pace is None or op not in self.layout.entering \
-            else self.pace * max(0, self.layout.entering[op] - self.head)
+        r = self.release.get(op, 0)
         for pred, delay in self.data.predecessors[op]:
             end = self.ends.get(pred)
             if end is None:
