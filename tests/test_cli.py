@@ -139,6 +139,14 @@ BAD = [
 ]
 
 
+def test_deterministic_with_several_workers_is_refused(capsys, tmp_path):
+    target = tmp_path / "x.json"
+    code, out, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--workers", "2",
+                         "--deterministic", "-o", str(target))
+    assert code == 2 and out == "" and "deterministic solve needs one worker" in err
+    assert not target.exists()
+
+
 @pytest.mark.parametrize("args, message", BAD)
 def test_bad_problem_input_is_one_line_exit_2_and_no_file(capsys, tmp_path, args, message):
     target = tmp_path / "x.json"

@@ -113,11 +113,31 @@ def test_a_time_limited_single_worker_run_stops_at_the_same_point():
     assert dumps(runs[0]) == dumps(runs[1])
 
 
+def test_a_deterministic_run_stopped_by_the_clock_says_it_may_not_repeat(monkeypatch):
+    from zbsolve.solvers.cpsat import model as cpsat_model
+
+    monkeypatch.setattr(cpsat_model, "CLOCK_BACKSTOP", 0.0)  # the clock stops it after 1 s, before 5 units
+    monkeypatch.setattr(cpsat_model, "CLOCK_SLACK_S", 0.0)
+    problem = uniform(8, 24, F=1.1, B=1.3, W=0.7, comm=0.1, memory="1.25x", objective="span")
+    solved = solve(problem, "cpsat", time_limit=5, workers=1)
+    validate(solved)
+    assert solved.solver.status == "feasible" and "it may not repeat exactly" in solved.solver.message
+
+
+def test_one_worker_can_run_by_the_clock():
+    # A clock-limited run reports its wall time, as multi-worker runs do, and stays within its limit.
+    problem = uniform(8, 24, F=1.1, B=1.3, W=0.7, comm=0.1, memory="1.25x", objective="span")
+    solved = solve(problem, "cpsat", time_limit=2, workers=1, deterministic=False)
+    validate(solved)
+    assert solved.solver.status == "feasible" and 0 < solved.solver.wall_time_s < 2 + 1.0
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(solver="gurobi"), "unknown solver"),
     (dict(time_limit=0), "time limit"),
     (dict(time_limit=-3), "time limit"),
     (dict(workers=0), "workers"),
+    (dict(workers=2, deterministic=True), "deterministic solve needs one worker"),
 ])
 def test_bad_solver_options(kwargs, message):
     with pytest.raises(UsageError, match=message):

@@ -75,19 +75,20 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
     started = time.monotonic()
     try:
         solved = solve(problem, args.solver, time_limit=args.time_limit, workers=args.workers,
-                       seed=args.seed, progress=progress, stop=stop)
+                       seed=args.seed, progress=progress, stop=stop, deterministic=args.deterministic)
     finally:
         progress.close()
     if not args.quiet:
-        print(f"solved in {time.monotonic() - started:.1f} s with {args.solver}, "
-              f"{args.workers} worker(s), seed {args.seed}", file=sys.stderr)
+        deterministic = args.workers == 1 if args.deterministic is None else args.deterministic
+        print(f"solved in {time.monotonic() - started:.1f} s with {args.solver}, {args.workers} worker(s), "
+              f"seed {args.seed}{', deterministic' if deterministic else ''}", file=sys.stderr)
     return solved
 
 
 def run_solve(args: argparse.Namespace) -> int:
     from .commands import _check_outputs, _write_outputs, print_comparison
 
-    check_solver_options(args.solver, args.time_limit, args.workers)
+    check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic)
     problem = problem_from_args(args)
     _check_outputs(args, problem)
     solved = solve_with_progress(problem, args)
@@ -104,10 +105,15 @@ def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> 
                             "falls back to it above its model size limit)")
     group.add_argument("--time-limit", type=float, default=default_time, metavar="S",
                        help=f"seconds before the best schedule found is returned (default {default_time:g}); "
-                            "with --workers 1 and cpsat, CP-SAT deterministic time instead (about 1-3 s each)")
+                            "with --deterministic, CP-SAT work units instead (1-3 s each seen, far more with "
+                            "--fb-overlap), and the clock stops the solve at 4 times the limit plus 10 s")
     group.add_argument("--workers", type=int, default=2, metavar="N", help="solver threads (default 2)")
+    group.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+                       help="limit the search by work measures, not the clock, so that a run repeats exactly "
+                            "(the default with --workers 1, which it needs); the run can take several times "
+                            "--time-limit")
     group.add_argument("--seed", type=int, default=0,
-                       help="random seed; with --workers 1 the output file is byte-identical run to run")
+                       help="random seed; with --deterministic the output file is byte-identical run to run")
     group.add_argument("-q", "--quiet", action="store_true", help="no live progress on stderr")
 
 

@@ -43,13 +43,15 @@ def _backend(name: str):
     return solve_cbc
 
 
-def check_solver_options(solver: str, time_limit: float, workers: int) -> None:
+def check_solver_options(solver: str, time_limit: float, workers: int, deterministic: bool | None = None) -> None:
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     if not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"time limit must be a positive number of seconds, got {time_limit!r}")
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise UsageError(f"workers must be an integer >= 1, got {workers!r}")
+    if deterministic and workers != 1:
+        raise UsageError(f"a deterministic solve needs one worker (several race), got workers={workers}")
 
 
 def minimum_memory(problem: Problem) -> list[float]:
@@ -178,15 +180,18 @@ def solve(
     progress: Progress | None = None,
     warm_start: bool = True,
     stop=None,
+    deterministic: bool | None = None,
 ) -> Schedule:
     """Find a schedule for `problem`; status `optimal` only when the backend proved it.
 
-    Raises InfeasibleError when the problem has no schedule and SolverError when nothing
+    `deterministic` (the default with one worker) limits the search by work measures instead
+    of the clock, so that a run repeats exactly on any machine; the wall time can then be
+    several times `time_limit`. Raises InfeasibleError when the problem has no schedule and SolverError when nothing
     was found in time. `stop` (a threading.Event) ends the search early.
     """
     began = time.monotonic()
     workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
-    check_solver_options(solver, time_limit, workers)
+    check_solver_options(solver, time_limit, workers, deterministic)
     if solver == "cbc" and problem.fb_overlap is not None:  # refuse before any work, whatever the instance
         raise UsageError("the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat")
     fallback = None
@@ -201,7 +206,7 @@ def solve(
     graph = OpGraph(problem)
     data = build_input(graph, problem.split_backward, problem.objective)
     data.time_limit, data.workers, data.seed, data.progress = time_limit, workers, seed, progress
-    data.deterministic = workers == 1
+    data.deterministic = workers == 1 if deterministic is None else deterministic
     if stop is not None:
         data.stop = stop
     warm = best_fitting_baseline(problem, graph) if warm_start else None

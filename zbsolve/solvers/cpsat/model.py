@@ -30,6 +30,13 @@ WINDOW_FROM_OPS = 1000  # measured on 1,152 to 9,216 ops
 PAIR_PROBING_WORK = 0.1
 
 MIRRORED_BEST = "best schedule from the mirror-image search"  # never proven: see `mirror`
+# A deterministic (one-worker) solve is limited by CP-SAT's work measure; the clock stops it
+# anyway at this many times its limit, plus CLOCK_SLACK_S, counted over the whole backend. The
+# measure undercounts badly in some models: on 1.5B costs with F&B pairs (576 ops), one
+# worker, the LNS-only mirrored phase counted 0.72 units in 24.4 s, so a 60 s solve ran
+# 383 s when each phase had its own 4x backstop.
+CLOCK_BACKSTOP = 4.0
+CLOCK_SLACK_S = 10.0
 
 STATUS = {
     cp_model.OPTIMAL: "optimal",
@@ -180,17 +187,18 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     problem, mirror-image schedules are searched first and hint the whole model (from
     `mirror.ALONE_FROM_OPS` ops with F&B pairs they are the answer)."""
     t0 = time.monotonic()
+    deadline = t0 + CLOCK_BACKSTOP * data.time_limit + CLOCK_SLACK_S  # binds deterministic solves only
     windows = not data.deterministic and data.pair_duration is None and len(data.ops) >= WINDOW_FROM_OPS
     limit = data.time_limit * (1 - WINDOW_SHARE if windows else 1)
     # Where window search runs, a mirrored phase did not help (14.6B on DualPipe's placement at
     # 1x, 2,304 ops, 60 s: 1642.28 ms without it; 1649.36 with it first, 1654.57 in the model's half).
     alone = data.pair_duration is not None and len(data.ops) >= mirror.ALONE_FROM_OPS
-    mirrored = None if windows else _search_mirrored(data, limit * (1.0 if alone else mirror.MIRROR_SHARE))
+    mirrored = None if windows else _search_mirrored(data, limit * (1.0 if alone else mirror.MIRROR_SHARE), deadline)
     if mirrored is not None and mirrored.starts is not None:
         if mirrored.objective <= data.lower_bound():  # proven by the problem's own bound
             mirrored.status, mirrored.message = "optimal", "the mirror-image schedule meets the lower bound"
         elif alone:
-            mirrored.message = MIRRORED_BEST
+            mirrored.message = _notes(MIRRORED_BEST, mirrored.message)
         if data.stop.is_set() or mirrored.status == "optimal" or alone:
             mirrored.interrupted = data.stop.is_set() and mirrored.status != "optimal"
             mirrored.wall_time = time.monotonic() - t0
@@ -198,7 +206,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     if mirrored is not None:  # the whole model keeps at least a moment to take the hint
         limit = max(1.0, limit - mirrored.wall_time)
     model, start, pairs = _hinted_model(data)
-    solver = _solver(data, limit)
+    solver = _solver(data, limit, deadline)
     if data.progress:
         solver.best_bound_callback = lambda bound: data.progress(
             None, data.value(bound), time.monotonic() - t0
@@ -211,11 +219,11 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         value = int(solver.ObjectiveValue())
         bound = solver.BestObjectiveBound()
         chosen = pairs.chosen(solver) if pairs is not None else []
-    message = None
+    message = _notes(mirrored.message if mirrored else None, _clock_note(data, solver, limit))
     if mirrored is not None and mirrored.starts is not None and (value is None or mirrored.objective < value):
         # What the mirrored model proved holds only among mirror images: never `optimal`.
         starts, value, chosen, status = mirrored.starts, mirrored.objective, mirrored.pairs, "feasible"
-        message = MIRRORED_BEST
+        message = _notes(MIRRORED_BEST, message)
     left = data.time_limit - (time.monotonic() - t0)
     origin = starts or data.hint
     if windows and code != cp_model.OPTIMAL and origin and not data.stop.is_set() and left > 1.0:
@@ -235,15 +243,17 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     )
 
 
-def _solver(data: SolveInput, limit: float) -> cp_model.CpSolver:
-    """A solver with the limit (seconds, or CP-SAT's work measure when deterministic)."""
+def _solver(data: SolveInput, limit: float, deadline: float | None = None) -> cp_model.CpSolver:
+    """A solver with the limit (seconds, or CP-SAT's work measure when deterministic, then
+    stopped by the clock at `deadline` at the latest)."""
     solver = cp_model.CpSolver()
     if data.deterministic:
         # A wall-clock limit cuts a single-threaded search at a point that depends on the
         # machine's load; deterministic time (CP-SAT's work measure, 1 unit took 1-3 s on
-        # the dev machine) cuts it at the same point every run. The clock stays a backstop.
+        # the dev machine without F&B pairs) cuts it at the same point every run.
         solver.parameters.max_deterministic_time = float(limit)
-        solver.parameters.max_time_in_seconds = 4.0 * limit + 10.0
+        backstop = CLOCK_BACKSTOP * limit + CLOCK_SLACK_S if deadline is None else deadline - time.monotonic()
+        solver.parameters.max_time_in_seconds = max(1.0, backstop)
     else:
         solver.parameters.max_time_in_seconds = float(limit)
     solver.parameters.num_workers = int(data.workers)
@@ -256,7 +266,25 @@ def _solver(data: SolveInput, limit: float) -> cp_model.CpSolver:
     return solver
 
 
-def _search_mirrored(data: SolveInput, limit: float) -> BackendResult | None:
+def _notes(*parts: str | None) -> str | None:
+    return "; ".join(part for part in parts if part) or None
+
+
+def _clock_note(data: SolveInput, solver: cp_model.CpSolver, limit: float) -> str | None:
+    """Says so when the clock, not the work limit, ended a deterministic search: then the
+    result depends on the machine's speed and may not repeat."""
+    if not data.deterministic or data.stop.is_set():
+        return None
+    response = solver.ResponseProto()
+    # Nothing else ends an unproven search early: CP-SAT stops a little before its clock limit
+    # (0.95 s of 1 s seen), so the wall time cannot tell.
+    if response.status in (cp_model.OPTIMAL, cp_model.INFEASIBLE) or response.deterministic_time >= 0.99 * limit:
+        return None
+    return (f"the clock stopped this deterministic search after {response.wall_time:.0f} s, at "
+            f"{response.deterministic_time:.2f} of its {limit:.3g} work units: it may not repeat exactly")
+
+
+def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = None) -> BackendResult | None:
     """The best mirror-image schedule found within `limit`; it becomes the hint of the
     whole model, or the answer where none follows. None when the problem has no mirror symmetry.
     `wall_time` is the share of the limit spent (the work measure when deterministic)."""
@@ -265,7 +293,7 @@ def _search_mirrored(data: SolveInput, limit: float) -> BackendResult | None:
         return None
     model, start, pairs = _hinted_model(data)
     mirror.add_mirror(model, start, pairs.literal if pairs else {}, twin)
-    solver = _solver(data, limit)
+    solver = _solver(data, limit, deadline)
     solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
     code = _run(data, solver, model, _Progress(data, start, pairs, bounds=False))
     spent = solver.ResponseProto().deterministic_time if data.deterministic else solver.WallTime()
@@ -274,7 +302,8 @@ def _search_mirrored(data: SolveInput, limit: float) -> BackendResult | None:
     starts = {op: solver.Value(var) for op, var in start.items()}
     chosen = pairs.chosen(solver) if pairs is not None else []
     data.hint, data.hint_pairs = starts, set(chosen)
-    return BackendResult("feasible", starts, int(solver.ObjectiveValue()), None, spent, pairs=chosen)
+    return BackendResult("feasible", starts, int(solver.ObjectiveValue()), None, spent, pairs=chosen,
+                         message=_clock_note(data, solver, limit))
 
 
 def _hinted_model(data: SolveInput):
