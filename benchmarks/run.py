@@ -32,7 +32,8 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def run_instance(suite: str, index: int, time_limit: float, workers: int, solver: str) -> dict:
+def run_instance(suite: str, index: int, time_limit: float, workers: int, solver: str,
+                 deterministic: bool | None = None) -> dict:
     from zbsolve.limits import op_count
     from zbsolve.ops import OpGraph
     from zbsolve.solvers import best_fitting_baseline, solve
@@ -55,7 +56,7 @@ def run_instance(suite: str, index: int, time_limit: float, workers: int, solver
             seen["value"], seen["best"] = value, now
 
     t0 = time.monotonic()
-    solved = solve(problem, solver, time_limit=limit, workers=workers, progress=progress)
+    solved = solve(problem, solver, time_limit=limit, workers=workers, progress=progress, deterministic=deterministic)
     total = time.monotonic() - t0
     value = solved.value
     if seen["value"] is None or value < seen["value"] - 1e-9:  # the warm start won, or no backend ran

@@ -40,3 +40,21 @@ def test_parameter_study_runs_each_setting(tmp_path):
     assert len(rows) == len(settings)
     for row, setting in zip(rows, settings):
         assert f"| {setting} | 23 | 23 | 0.00% | optimal |" in row
+
+
+def test_worker_study_gathers_runs_into_one_table(tmp_path):
+    script = [sys.executable, str(ROOT / "benchmarks" / "workers.py")]
+    for workers in ("1", "2"):
+        done = subprocess.run([*script, "run", "--workers", workers, "--time-limit", "5", "--instance",
+                               "uniform P=4 M=8 1x", "--out", str(tmp_path)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    row = json.loads((tmp_path / "workers-1.json").read_text())["instances"][0]
+    assert (row["time_limit_s"], row["best_hand_made"], row["load_before"] >= 0) == (5, "zb-h1", True)
+    done = subprocess.run([*script, "report", "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "| uniform P=4 M=8 1x | 96 | 27 / 0.00% (optimal) | 27 / 0.00% (optimal) |" in (
+        tmp_path / "workers.md").read_text()
+    done = subprocess.run([*script, "run", "--workers", "1", "--instance", "no such", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no such instance in the standard suite: no such" in done.stderr
