@@ -186,8 +186,8 @@ def solve(
 
     `deterministic` (the default with one worker) limits the search by work measures instead
     of the clock, so that a run repeats exactly on any machine; the wall time can then be
-    several times `time_limit`. Raises InfeasibleError when the problem has no schedule and SolverError when nothing
-    was found in time. `stop` (a threading.Event) ends the search early.
+    several times `time_limit`. Raises InfeasibleError when the problem has no schedule and
+    SolverError when nothing was found in time. `stop` (a threading.Event) ends the search early.
     """
     began = time.monotonic()
     workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))

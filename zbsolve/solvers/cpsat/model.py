@@ -219,7 +219,8 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         value = int(solver.ObjectiveValue())
         bound = solver.BestObjectiveBound()
         chosen = pairs.chosen(solver) if pairs is not None else []
-    message = _notes(mirrored.message if mirrored else None, _clock_note(data, solver, limit))
+    message = _notes(mirrored.message if mirrored else None, _clock_note(
+        data, solver, limit, "search of the whole model" if mirrored else "search"))
     if mirrored is not None and mirrored.starts is not None and (value is None or mirrored.objective < value):
         # What the mirrored model proved holds only among mirror images: never `optimal`.
         starts, value, chosen, status = mirrored.starts, mirrored.objective, mirrored.pairs, "feasible"
@@ -270,7 +271,7 @@ def _notes(*parts: str | None) -> str | None:
     return "; ".join(part for part in parts if part) or None
 
 
-def _clock_note(data: SolveInput, solver: cp_model.CpSolver, limit: float) -> str | None:
+def _clock_note(data: SolveInput, solver: cp_model.CpSolver, limit: float, search: str) -> str | None:
     """Says so when the clock, not the work limit, ended a deterministic search: then the
     result depends on the machine's speed and may not repeat."""
     if not data.deterministic or data.stop.is_set():
@@ -280,7 +281,7 @@ def _clock_note(data: SolveInput, solver: cp_model.CpSolver, limit: float) -> st
     # (0.95 s of 1 s seen), so the wall time cannot tell.
     if response.status in (cp_model.OPTIMAL, cp_model.INFEASIBLE) or response.deterministic_time >= 0.99 * limit:
         return None
-    return (f"the clock stopped this deterministic search after {response.wall_time:.0f} s, at "
+    return (f"the clock stopped the deterministic {search} after {response.wall_time:.0f} s, at "
             f"{response.deterministic_time:.2f} of its {limit:.3g} work units: it may not repeat exactly")
 
 
@@ -303,7 +304,7 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     chosen = pairs.chosen(solver) if pairs is not None else []
     data.hint, data.hint_pairs = starts, set(chosen)
     return BackendResult("feasible", starts, int(solver.ObjectiveValue()), None, spent, pairs=chosen,
-                         message=_clock_note(data, solver, limit))
+                         message=_clock_note(data, solver, limit, "mirror-image search"))
 
 
 def _hinted_model(data: SolveInput):
