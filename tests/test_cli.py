@@ -119,8 +119,16 @@ def test_torch_csv_of_two_pipes_is_refused_before_solving(capsys, tmp_path):
     target = tmp_path / "b.csv"
     code, out, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--placement", "bidirectional",
                          "--torch-csv", str(target))
-    assert code == 1 and out == ""  # no table: nothing was solved
+    assert code == 2 and out == ""  # a usage error, like an unwritable output; nothing was solved
     assert "this problem has 2 pipes" in err and not target.exists()
+
+
+def test_torch_csv_export_of_a_two_pipe_schedule_is_a_usage_error(capsys, tmp_path):
+    path, target = tmp_path / "d.json", tmp_path / "d.csv"
+    assert run(capsys, "baseline", "dualpipe", "--stages", "4", "--microbatches", "8", "--placement",
+               "bidirectional", "-o", str(path))[0] == 0
+    code, _, err = run(capsys, "export", str(path), "--format", "torch-csv", "-o", str(target))
+    assert code == 2 and "this problem has 2 pipes" in err and not target.exists()
 
 BAD = [
     (["--stages", "0", "--microbatches", "8"], "--stages"),

@@ -48,7 +48,10 @@ class SolverError(ZbsolveError):
 
 
 class ExportError(ZbsolveError):
-    """A schedule cannot be expressed in the requested export format."""
+    """A schedule cannot be expressed in the requested export format: the request, not the
+    schedule, is at fault (torch CSV of a two-pipe problem), as with an unwritable output."""
+
+    exit_code = 2
 
 
 class OutputError(ZbsolveError):
