@@ -10,7 +10,7 @@ import time
 
 from zbsolve.problem import Problem
 from zbsolve.schedule import Schedule
-from zbsolve.solvers import SOLVERS, check_solver_options, solve
+from zbsolve.solvers import SOLVERS, check_solver_options, runs_deterministic, solve
 
 from .options import add_problem_options, problem_from_args
 
@@ -79,7 +79,7 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
     finally:
         progress.close()
     if not args.quiet:
-        deterministic = args.workers == 1 if args.deterministic is None else args.deterministic
+        deterministic = runs_deterministic(args.workers, args.deterministic)
         print(f"solved in {time.monotonic() - started:.1f} s with {args.solver}, {args.workers} worker(s), "
               f"seed {args.seed}{', deterministic' if deterministic else ''}", file=sys.stderr)
     return solved

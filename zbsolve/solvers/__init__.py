@@ -22,7 +22,7 @@ from zbsolve.schedule import Schedule, SolverInfo
 from zbsolve.simulator import simulate
 from zbsolve.validate import validate
 
-from .base import BackendResult, Progress, SolveInput, build_input
+from .base import BackendResult, Progress, SolveInput, build_input, joined_notes, runs_deterministic
 
 SOLVERS = ("cpsat", "cbc", "list")
 MIN_BACKEND_S = 1.0  # the backend's least time, however long the starting schedules took
@@ -206,7 +206,7 @@ def solve(
     graph = OpGraph(problem)
     data = build_input(graph, problem.split_backward, problem.objective)
     data.time_limit, data.workers, data.seed, data.progress = time_limit, workers, seed, progress
-    data.deterministic = workers == 1 if deterministic is None else deterministic
+    data.deterministic = runs_deterministic(workers, deterministic)
     if stop is not None:
         data.stop = stop
     warm = best_fitting_baseline(problem, graph) if warm_start else None
@@ -242,12 +242,8 @@ def _meets(schedule: Schedule | None, bound: float) -> bool:
 
 
 def _noted(result: BackendResult, note: str | None) -> BackendResult:
-    result.message = _joined(note, result.message)
+    result.message = joined_notes(note, result.message)
     return result
-
-
-def _joined(first: str | None, second: str | None) -> str | None:
-    return "; ".join(part for part in (first, second) if part) or None
 
 
 def _list_schedule(graph: OpGraph, data: SolveInput) -> Schedule | None:
@@ -297,7 +293,7 @@ def _run_in_thread(backend, data: SolveInput) -> BackendResult:
         raise outcome["error"]
     result = outcome["result"]
     if overran:  # it stopped when told to: not the user's interrupt, and said so
-        result = replace(result, interrupted=False, message=_joined(_late(data), result.message))
+        result = replace(result, interrupted=False, message=joined_notes(_late(data), result.message))
     return result
 
 
@@ -332,7 +328,7 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
         if result.status == "unknown" and not result.interrupted:
             # The model found nothing in time (very large instances): the starting schedule
             # is still a validated answer, just not an improved or proven one.
-            result = replace(result, status="feasible", message=_joined(
+            result = replace(result, status="feasible", message=joined_notes(
                 result.message, f"{solver} found no schedule within {data.time_limit:g} s: "
                                 f"the starting schedule ({warm.name}) is returned"))
             info = replace(info, message=result.message)
@@ -365,4 +361,4 @@ def _limit_text(problem: Problem) -> str:
 
 
 __all__ = ["SOLVERS", "solve", "lower_bound", "with_bound", "minimum_memory", "check_solver_options",
-           "ZbsolveError"]
+           "runs_deterministic", "ZbsolveError"]

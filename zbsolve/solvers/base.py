@@ -19,6 +19,16 @@ from zbsolve.ops import Op, OpGraph
 Progress = Callable[[float | None, float | None, float], None]
 
 
+def joined_notes(*parts: str | None) -> str | None:
+    """Notes for a result's message, the empty ones left out."""
+    return "; ".join(part for part in parts if part) or None
+
+
+def runs_deterministic(workers: int, deterministic: bool | None) -> bool:
+    """Whether a solve is limited by work, not the clock: asked for, or one worker by default."""
+    return workers == 1 if deterministic is None else deterministic
+
+
 @dataclass
 class SolveInput:
     graph: OpGraph

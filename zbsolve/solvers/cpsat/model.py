@@ -8,7 +8,7 @@ import time
 from ortools.sat.python import cp_model
 
 from zbsolve.ops import Op
-from zbsolve.solvers.base import BackendResult, SolveInput
+from zbsolve.solvers.base import BackendResult, SolveInput, joined_notes
 
 from . import mirror, window
 from .hints import Derived, add_hint
@@ -187,7 +187,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     problem, mirror-image schedules are searched first and hint the whole model (from
     `mirror.ALONE_FROM_OPS` ops with F&B pairs they are the answer)."""
     t0 = time.monotonic()
-    deadline = t0 + CLOCK_BACKSTOP * data.time_limit + CLOCK_SLACK_S  # binds deterministic solves only
+    deadline = _clock_deadline(data.time_limit)  # binds deterministic solves only
     windows = not data.deterministic and data.pair_duration is None and len(data.ops) >= WINDOW_FROM_OPS
     limit = data.time_limit * (1 - WINDOW_SHARE if windows else 1)
     # Where window search runs, a mirrored phase did not help (14.6B on DualPipe's placement at
@@ -198,7 +198,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         if mirrored.objective <= data.lower_bound():  # proven by the problem's own bound
             mirrored.status, mirrored.message = "optimal", "the mirror-image schedule meets the lower bound"
         elif alone:
-            mirrored.message = _notes(MIRRORED_BEST, mirrored.message)
+            mirrored.message = joined_notes(MIRRORED_BEST, mirrored.message)
         if data.stop.is_set() or mirrored.status == "optimal" or alone:
             mirrored.interrupted = data.stop.is_set() and mirrored.status != "optimal"
             mirrored.wall_time = time.monotonic() - t0
@@ -219,12 +219,12 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         value = int(solver.ObjectiveValue())
         bound = solver.BestObjectiveBound()
         chosen = pairs.chosen(solver) if pairs is not None else []
-    message = _notes(mirrored.message if mirrored else None, _clock_note(
+    message = joined_notes(mirrored.message if mirrored else None, _clock_note(
         data, solver, limit, "search of the whole model" if mirrored else "search"))
     if mirrored is not None and mirrored.starts is not None and (value is None or mirrored.objective < value):
         # What the mirrored model proved holds only among mirror images: never `optimal`.
         starts, value, chosen, status = mirrored.starts, mirrored.objective, mirrored.pairs, "feasible"
-        message = _notes(MIRRORED_BEST, message)
+        message = joined_notes(MIRRORED_BEST, message)
     left = data.time_limit - (time.monotonic() - t0)
     origin = starts or data.hint
     if windows and code != cp_model.OPTIMAL and origin and not data.stop.is_set() and left > 1.0:
@@ -253,8 +253,8 @@ def _solver(data: SolveInput, limit: float, deadline: float | None = None) -> cp
         # machine's load; deterministic time (CP-SAT's work measure, 1 unit took 1-3 s on
         # the dev machine without F&B pairs) cuts it at the same point every run.
         solver.parameters.max_deterministic_time = float(limit)
-        backstop = CLOCK_BACKSTOP * limit + CLOCK_SLACK_S if deadline is None else deadline - time.monotonic()
-        solver.parameters.max_time_in_seconds = max(1.0, backstop)
+        deadline = _clock_deadline(limit) if deadline is None else deadline
+        solver.parameters.max_time_in_seconds = max(1.0, deadline - time.monotonic())
     else:
         solver.parameters.max_time_in_seconds = float(limit)
     solver.parameters.num_workers = int(data.workers)
@@ -267,8 +267,8 @@ def _solver(data: SolveInput, limit: float, deadline: float | None = None) -> cp
     return solver
 
 
-def _notes(*parts: str | None) -> str | None:
-    return "; ".join(part for part in parts if part) or None
+def _clock_deadline(limit: float) -> float:
+    return time.monotonic() + CLOCK_BACKSTOP * limit + CLOCK_SLACK_S
 
 
 def _clock_note(data: SolveInput, solver: cp_model.CpSolver, limit: float, search: str) -> str | None:

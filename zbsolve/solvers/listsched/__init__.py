@@ -60,8 +60,7 @@ def solve_list(data: SolveInput) -> BackendResult:
     for settings in passes:
         if data.stop.is_set():
             break
-        if best is not None and (tried * len(data.ops) > data.time_limit * OPS_PER_SECOND if data.deterministic
-                                 else time.monotonic() - t0 > data.time_limit):
+        if best is not None and _budget_spent(data, tried, t0):
             break
         run = ListRun(data, shared, **settings)
         tried += 1
@@ -78,6 +77,13 @@ def solve_list(data: SolveInput) -> BackendResult:
         message=f"list scheduler, best of {tried} pass(es): {best.rule.name}, cap {best.cap}" + _holding(best, data),
         interrupted=data.stop.is_set(),
     )
+
+
+def _budget_spent(data: SolveInput, tried: int, t0: float) -> bool:
+    """Ops placed so far against the limit when deterministic, else the clock."""
+    if data.deterministic:
+        return tried * len(data.ops) > data.time_limit * OPS_PER_SECOND
+    return time.monotonic() - t0 > data.time_limit
 
 
 def _holding(run: ListRun, data: SolveInput) -> str:
