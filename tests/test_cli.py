@@ -212,3 +212,19 @@ def test_console_script_runs_in_a_fresh_process():
     result = subprocess.run([sys.executable, "-m", "zbsolve", "validate", "/nonexistent.json"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "no such file" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("extra, warning", [
+    (["--fb-overlap", "1.5"], "has no effect: no device holds two stages"),
+    (["--placement", "bidirectional", "--fb-overlap", "1.5"], "shorter than the longer half of a pair that may form "
+                                                              "(max(F, B + W) = 2)"),
+    (["--placement", "bidirectional", "--fb-overlap", "3.5"], "(F + B + W = 3 at most): overlapping cannot save"),
+    (["--placement", "bidirectional", "--fb-overlap", "2.4"], None),
+])
+def test_an_fb_overlap_outside_the_design_range_is_warned_about_and_still_used(capsys, extra, warning):
+    code, out, err = run(capsys, "compare", "--stages", "4", "--microbatches", "8", "--no-solve", "-q", *extra)
+    assert code == 0 and "F&B overlap" in out
+    if warning is None:
+        assert "warning" not in err
+    else:
+        assert f"zbsolve compare: warning: --fb-overlap {extra[-1]} " in err and warning in err

@@ -37,6 +37,17 @@ def test_bidirectional_has_two_opposite_pipes_with_half_the_microbatches():
     assert p.pipes[0].microbatches == (0, 1, 2) and p.pipes[1].microbatches == (3, 4, 5)
 
 
+def test_overlap_range_spans_the_pairs_that_may_form():
+    # (longest max(F, B + W), longest F + B + W) over an F and another stage's backward on one device.
+    assert uniform(4, 8, placement="bidirectional").overlap_range() == (2.0, 3.0)
+    assert uniform(4, 8, placement="vshape").overlap_range() == (1.0, 1.5)  # half-size chunks
+    assert uniform(4, 8).overlap_range() is None  # one stage per device: no pair
+    # V on 2 ranks: device 0 holds chunk 0 (F=1, B+W=2) and chunk 3 (F=2, B+W=4); F0 with BW3
+    # gives the longest half (4) and the longest run in turn (5), F3 with BW0 only (2, 4).
+    costs = [StageCost(2.0, 2.0, 2.0, 2.0, 1.0), StageCost(4.0, 4.0, 4.0, 4.0, 2.0)]
+    assert build_problem(2, 4, costs, placement="vshape").overlap_range() == (4.0, 5.0)
+
+
 def test_heterogeneous_costs_map_to_chunks_in_layer_order():
     costs = [StageCost(2.0, 2.0, 2.0, 2.0, 1.0), StageCost(4.0, 4.0, 4.0, 4.0, 2.0)]
     p = build_problem(2, 4, costs, placement="vshape")

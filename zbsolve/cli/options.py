@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import replace
 
 from zbsolve.errors import UsageError
@@ -28,7 +29,8 @@ def add_problem_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--residual", type=float, metavar="R",
                        help="memory held after B until W (default 0.5 x activation)")
     group.add_argument("--fb-overlap", type=float, metavar="T",
-                       help="duration of an overlapped F&B pair (DualPipe); default: no overlap")
+                       help="duration of an overlapped F&B pair (DualPipe), between max(F, B + W) and "
+                       "F + B + W (a pair absorbs its W); default: no overlap")
     group.add_argument("--memory", metavar="LIMIT", help=f"per-device memory limit: {MEMORY_HELP} (default none)")
     group.add_argument("--objective", default="makespan", choices=OBJECTIVES, help="what to minimise")
     group.add_argument("--no-split-backward", action="store_true",
@@ -70,10 +72,35 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     rank_costs = [replace(c, **flags) for c in base]
     comm = args.comm if args.comm is not None else (profile.comm if profile and profile.comm is not None else 0.0)
     memory = args.memory if args.memory is not None else (profile.memory if profile else None)
-    return build_problem(
+    problem = build_problem(
         devices, microbatches, rank_costs,
         placement=args.placement, comm=comm, memory=memory,
         split_backward=not args.no_split_backward, fb_overlap=args.fb_overlap,
         objective=args.objective,
         time_unit=args.time_unit or (profile.time_unit if profile else "ms"),
     )
+    warning = overlap_warning(problem)
+    if warning:
+        sys.stderr.write(f"zbsolve {args.command}: warning: {warning}\n")
+    return problem
+
+
+def overlap_warning(problem: Problem) -> str | None:
+    """Why an `fb_overlap` outside DESIGN §4.4's range gives numbers that mislead, if it does.
+    Any positive length stays allowed: the model and validator handle it."""
+    if problem.fb_overlap is None:
+        return None
+    given = f"--fb-overlap {problem.fb_overlap:g}"
+    span = problem.overlap_range()
+    if span is None:
+        return (f"{given} has no effect: no device holds two stages, so no F&B pair can form "
+                "(pairs need --placement bidirectional, vshape or interleaved:N)")
+    longest_half, in_turn = span
+    if problem.fb_overlap < longest_half:
+        return (f"{given} is shorter than the longer half of a pair that may form (max(F, B + W) = "
+                f"{longest_half:g}): such a pair runs faster than its parts alone could, so times "
+                "that use it are optimistic")
+    if problem.fb_overlap >= in_turn:
+        return (f"{given} is no shorter than any pair's halves run in turn (F + B + W = {in_turn:g} "
+                "at most): overlapping cannot save time")
+    return None
