@@ -88,7 +88,23 @@ def quick() -> list[Instance]:
     ]
 
 
-SUITES = {"standard": standard, "quick": quick}
+def bound_gap() -> list[Instance]:
+    """Smaller instances of the families whose standard-suite gaps stay above 3% (V-shape at
+    0.5x, F&B pairs), same per-rank costs: small enough that CP-SAT can prove some optima."""
+    vshape = [("zb-1.5b", 4, 4), ("zb-6.2b", 4, 4), ("zb-1.5b", 4, 6)]
+    pairs = [("zb-1.5b", 36.756, 4, 8), ("zb-1.5b", 36.756, 8, 8), ("zb-14.6b", 24.582, 4, 8),
+             ("zb-1.5b", 36.756, 4, 12)]
+    found = [Instance("vshape", f"{model} vshape 0.5x P={P} M={M}",
+                      lambda m=model, P=P, M=M: from_profile(m, P, M, placement="vshape", memory="0.5x"))
+             for model, P, M in vshape]
+    found += [Instance("bidirectional", f"{model} fb_overlap {overlap:g} P={P} M={M}",
+                       lambda m=model, t=overlap, P=P, M=M: from_profile(m, P, M, placement="bidirectional",
+                                                                         fb_overlap=t))
+              for model, overlap, P, M in pairs]
+    return found
+
+
+SUITES = {"standard": standard, "quick": quick, "bound-gap": bound_gap}
 
 # Build time and memory against ops count: uniform single, M chosen for about n ops.
 SCALING_OPS = (1_000, 5_000, 25_000, 100_000)

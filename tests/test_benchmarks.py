@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -58,3 +60,20 @@ def test_worker_study_gathers_runs_into_one_table(tmp_path):
     done = subprocess.run([*script, "run", "--workers", "1", "--instance", "no such", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "no such instance in the standard suite: no such" in done.stderr
+
+
+def test_bound_gap_study_measures_the_static_bound_against_a_proven_optimum(tmp_path):
+    script = [sys.executable, str(ROOT / "benchmarks" / "bound_gap.py"), "--time-limit", "60", "--workers", "1"]
+    done = subprocess.run([*script, "--only", "zb-1.5b vshape 0.5x P=4 M=4", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    row = json.loads((tmp_path / "bound_gap.json").read_text())["instances"][0]
+    # The optimum tests/exact_model.py proved (see test_bounds.py) against the bound before search.
+    assert (row["status"], row["solved"], row["static_bound"]) == ("optimal", pytest.approx(308.7205),
+                                                                   pytest.approx(284.457))
+    assert row["shortfall_min"] == row["shortfall_max"] == pytest.approx((308.7205 - 284.457) / 308.7205)
+    assert "| zb-1.5b vshape 0.5x P=4 M=4 | 96 | 284.457 | 308.721 | 308.721 | optimal | 7.86% |" in (
+        tmp_path / "bound_gap.md").read_text()
+    done = subprocess.run([*script, "--only", "no such", "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "matches 'no such'" in done.stderr
