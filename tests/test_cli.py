@@ -228,3 +228,15 @@ def test_an_fb_overlap_outside_the_design_range_is_warned_about_and_still_used(c
         assert "warning" not in err
     else:
         assert f"zbsolve compare: warning: --fb-overlap {extra[-1]} " in err and warning in err
+
+
+@pytest.mark.parametrize("extra, warned", [
+    (["--workers", "1"], True),
+    (["--workers", "1", "--no-deterministic"], False),
+    (["--workers", "2"], False),
+])
+def test_a_deterministic_solve_with_pairs_says_it_may_overrun_its_limit(capsys, extra, warned):
+    code, _, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--placement", "bidirectional",
+                       "--fb-overlap", "2.4", "--time-limit", "5", "-q", *extra)
+    assert code == 0
+    assert ("may take several times --time-limit and still not repeat exactly" in err) == warned
