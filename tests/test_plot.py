@@ -46,3 +46,20 @@ def test_solve_plot_option_writes_the_figure(capsys, tmp_path):
     target = tmp_path / "s.png"
     assert main(["solve", "--stages", "2", "--microbatches", "4", "-q", "--plot", str(target)]) == 0
     assert target.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_devices_with_the_same_memory_curve_stay_apart_by_dashes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    from zbsolve.plot import _memory
+
+    s = run_baseline("dualpipe", uniform(4, 8, placement="bidirectional", fb_overlap=2.4))
+    assert memory_steps(s, 0) == memory_steps(s, 3)  # mirror-image devices: one curve
+    figure, ax = pyplot.subplots()
+    _memory(ax, s)
+    styles = [line.get_linestyle() for line in ax.lines if line.get_label().startswith("device")]
+    pyplot.close(figure)
+    assert len(styles) == 4 and len(set(styles)) == 4

@@ -65,10 +65,15 @@ def _gantt(ax, schedule: Schedule, makespan: float) -> None:
                  f"bubble {100 * m.bubble_rate:.2f}%, peak {m.peak_memory_x:.3g}x U", fontsize=8)
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
 def _memory(ax, schedule: Schedule) -> None:
     for d in range(schedule.problem.devices):
         times, levels = memory_steps(schedule, d)
-        ax.step(times, levels, where="post", linewidth=0.8, label=f"device {d}")
+        # Mirror-image devices (DualPipe, V-shape) often share a curve: dashes keep both visible.
+        ax.step(times, levels, where="post", linewidth=0.8, linestyle=LINE_STYLES[d % len(LINE_STYLES)],
+                label=f"device {d}")
     limit = schedule.problem.memory_limit
     if limit is not None:
         ax.axhline(max(limit), color="red", linestyle="--", linewidth=0.8, label="limit")
