@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, run_instance  # noqa: E402
+from benchmarks.run import _fmt, _in_child, machine, markdown_table, run_instance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SUITE = "bound-gap"
@@ -81,17 +81,18 @@ def write_markdown(path: Path, settings: dict, rows: list[dict]) -> None:
         "*static bound*: `zbsolve.solvers.lower_bound`, known before any search. *shortfall*: how far it "
         "lies below the optimum, as a share of the optimum; a range where the optimum was not proven "
         "(from CP-SAT's final bound up to the best schedule).", "",
-        "| instance | ops | static bound | solved | final bound | status | shortfall | total (s) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    cells = []
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['instance']} | | | | | error: {r['error']} | | |")
+            cells.append([r["instance"], "", "", "", "", f"error: {r['error']}"])
             continue
         low, high = r["shortfall_min"], r["shortfall_max"]
         share = f"{100 * high:.2f}%" if r["status"] == "optimal" else f"{100 * low:.2f}% to {100 * high:.2f}%"
-        lines.append(f"| {r['instance']} | {r['ops']} | {_fmt(r['static_bound'])} | {_fmt(r['solved'])} | "
-                     f"{_fmt(r['bound'])} | {r['status']} | {share} | {r['total_s']} |")
+        cells.append([r["instance"], r["ops"], _fmt(r["static_bound"]), _fmt(r["solved"]), _fmt(r["bound"]),
+                      r["status"], share, r["total_s"]])
+    lines += markdown_table(["instance", "ops", "static bound", "solved", "final bound", "status", "shortfall",
+                             "total (s)"], cells)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

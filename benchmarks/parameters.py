@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, run_instance  # noqa: E402
+from benchmarks.run import _fmt, _in_child, machine, markdown_table, run_instance  # noqa: E402
 
 SETTINGS = {
     "default": {},
@@ -79,15 +79,12 @@ def main() -> int:
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}. Machine: {m['cpu']}, {m['cores']} cores; "
         f"OR-Tools {m['ortools']}. One run per cell: with more than one worker the search is not "
         "repeatable, so differences of a few hundredths of a percent are noise.", "",
-        "| instance | setting | solved | bound | gap | status | best (s) | total (s) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for row in rows:
-        if "error" in row:
-            lines.append(f"| {row['instance']} | {row['setting']} | error: {row['error']} | | | | | |")
-            continue
-        lines.append(f"| {row['instance']} | {row['setting']} | {_fmt(row['solved'])} | {_fmt(row['bound'])} | "
-                     f"{row['gap']:.2%} | {row['status']} | {row['best_solution_s']} | {row['total_s']} |")
+    lines += markdown_table(
+        ["instance", "setting", "solved", "bound", "gap", "status", "best (s)", "total (s)"],
+        [[row["instance"], row["setting"], f"error: {row['error']}"] if "error" in row else
+         [row["instance"], row["setting"], _fmt(row["solved"]), _fmt(row["bound"]), f"{row['gap']:.2%}",
+          row["status"], row["best_solution_s"], row["total_s"]] for row in rows])
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0

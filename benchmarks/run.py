@@ -129,6 +129,15 @@ def _fmt(value, digits: int = 6) -> str:
     return str(value)
 
 
+def markdown_table(header: list[str], rows: list[list]) -> list[str]:
+    """A markdown table's lines; a short row (an error's) is padded with empty cells."""
+    def line(cells: list) -> str:
+        cells = [*cells, *[""] * (len(header) - len(cells))]
+        return "|" + "|".join(f" {cell} " if cell != "" else " " for cell in cells) + "|"
+
+    return [line(header), "|" + "---|" * len(header), *(line(row) for row in rows)]
+
+
 def write_markdown(path: Path, settings: dict, rows: list[dict], scaling: list[dict]) -> None:
     m = settings["machine"]
     lines = [
@@ -142,32 +151,25 @@ def write_markdown(path: Path, settings: dict, rows: list[dict], scaling: list[d
         "solve (after the hand-made schedules) to the backend's first and best reported solution; a "
         "solve that the starting schedule already proves optimal reports its total time for both. "
         "*RSS*: the instance process's peak resident memory.", "",
-        "| family | instance | ops | best hand-made | value | solved | bound | gap | status | first (s) | "
-        "best (s) | total (s) | RSS (MB) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    cells = []
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r.get('family', '')} | {r.get('instance', '')} | | | | | | | error: {r['error']} "
-                         f"| | | | |")
+            cells.append([r.get("family", ""), r.get("instance", ""), *[""] * 6, f"error: {r['error']}"])
             continue
-        lines.append(
-            f"| {r['family']} | {r['instance']} | {r['ops']} | {r['best_hand_made'] or '-'} | "
-            f"{_fmt(r['best_hand_made_value'])} | {_fmt(r['solved'])} | {_fmt(r['bound'])} | "
-            f"{100 * r['gap']:.2f}% | {r['status']} | {r['first_solution_s']} | {r['best_solution_s']} | "
-            f"{r['total_s']} | {r['peak_rss_mb']} |"
-        )
+        cells.append([r["family"], r["instance"], r["ops"], r["best_hand_made"] or "-", _fmt(r["best_hand_made_value"]),
+                      _fmt(r["solved"]), _fmt(r["bound"]), f"{100 * r['gap']:.2f}%", r["status"],
+                      r["first_solution_s"], r["best_solution_s"], r["total_s"], r["peak_rss_mb"]])
+    lines += markdown_table(["family", "instance", "ops", "best hand-made", "value", "solved", "bound", "gap",
+                             "status", "first (s)", "best (s)", "total (s)", "RSS (MB)"], cells)
     lines += ["", *summary(rows)]
     if scaling:
-        lines += ["", "## Build time and memory against ops count (uniform single, P=32, 1.5x)", "",
-                  "| ops | M | zbsolve input (s) | CP-SAT model (s) | RSS before (MB) | peak RSS (MB) |",
-                  "|---|---|---|---|---|---|"]
-        for s in scaling:
-            if "error" in s:
-                lines.append(f"| error: {s['error']} | | | | | |")
-            else:
-                lines.append(f"| {s['ops']} | {s['M']} | {s['input_build_s']} | {s['cpsat_build_s']} | "
-                             f"{s['rss_before_mb']} | {s['peak_rss_mb']} |")
+        lines += ["", "## Build time and memory against ops count (uniform single, P=32, 1.5x)", ""]
+        lines += markdown_table(
+            ["ops", "M", "zbsolve input (s)", "CP-SAT model (s)", "RSS before (MB)", "peak RSS (MB)"],
+            [[f"error: {r['error']}"] if "error" in r else
+             [r["ops"], r["M"], r["input_build_s"], r["cpsat_build_s"], r["rss_before_mb"], r["peak_rss_mb"]]
+             for r in scaling])
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -16,7 +16,6 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cached_property
 
 from zbsolve.errors import ProblemError
 from zbsolve.limits import check_size
@@ -129,15 +128,6 @@ class OpGraph:
         return ticks / self.memory_scale
 
     # Structure
-
-    @cached_property
-    def stages_on_device(self) -> list[list[tuple[int, int]]]:
-        """(pipe, stage) pairs held by each device, in pipe then stage order."""
-        held: list[list[tuple[int, int]]] = [[] for _ in range(self.problem.devices)]
-        for q, pipe in enumerate(self.problem.pipes):
-            for k, stage in enumerate(pipe.stages):
-                held[stage.device].append((q, k))
-        return held
 
     def device(self, op: Op) -> int:
         return self.problem.pipes[op.pipe].stages[op.stage].device

@@ -184,21 +184,26 @@ class Problem:
         """U = P x A, the `x` of memory limits (DESIGN §3)."""
         return self.devices * self.activation_unit()
 
+    def stages_on_device(self) -> list[list[tuple[int, int]]]:
+        """(pipe, stage) pairs held by each device, in pipe then stage order."""
+        held: list[list[tuple[int, int]]] = [[] for _ in range(self.devices)]
+        for q, pipe in enumerate(self.pipes):
+            for k, stage in enumerate(pipe.stages):
+                held[stage.device].append((q, k))
+        return held
+
     def overlap_range(self) -> tuple[float, float] | None:
         """Over the F&B pairs that may form (an F and a backward of another stage on the same
         device, DESIGN §4.4): the longest half of any, max(F, B + W), and the longest run of
         both halves in turn, F + B + W (a pair absorbs its backward's W). An `fb_overlap` below
         the first makes some pair faster than its own longer half; at or above the second no
         pair saves time. None when no device holds two stages."""
-        on_device: dict[int, list[tuple[tuple[int, int], StageCost]]] = {}
-        for q, pipe in enumerate(self.pipes):
-            for k, stage in enumerate(pipe.stages):
-                on_device.setdefault(stage.device, []).append(((q, k), self.stage_costs[stage.cost]))
         halves, in_turn = [], []
-        for stages in on_device.values():
-            for forward_stage, forward in stages:
-                for backward_stage, backward in stages:
+        for held in self.stages_on_device():
+            for forward_stage in held:
+                for backward_stage in held:
                     if forward_stage != backward_stage:
+                        forward, backward = self.cost(*forward_stage), self.cost(*backward_stage)
                         halves.append(max(forward.F, backward.BW))
                         in_turn.append(forward.F + backward.BW)
         return (max(halves), max(in_turn)) if halves else None
