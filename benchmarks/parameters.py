@@ -1,10 +1,11 @@
 """Compare CP-SAT parameter settings on chosen benchmark instances; write parameters.md.
 
-    python benchmarks/parameters.py [--time-limit 60] [--workers 2] [--only TEXT ...]
+    python benchmarks/parameters.py [--time-limit 60] [--workers 2] [--suite standard] [--only NAME ...]
 
 Each (instance, setting) runs in a fresh process through the same code as `run.py`, with
 the setting's parameters applied to every CpSolver the solve creates. Parameters that
-zbsolve sets itself (time limit, workers, seed) are left to it.
+zbsolve sets itself (time limit, workers, seed) are left to it. Upper-case names are
+zbsolve's own thresholds in `zbsolve.solvers.cpsat.model`, set for the run instead.
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ SETTINGS = {
     # No LP relaxation: on a 1,152-op model with most ops held in order, the full-problem
     # worker spent 4 s before its first branch with it (level 1, the default).
     "linearization level 0": {"linearization_level": 0},
+    # CP-SAT's own portfolio where zbsolve leads with objective shaving (below 1,000 ops, no pairs).
+    "no objective shaving": {"SHAVING_BELOW_OPS": 0},
 }
 
 INSTANCES = ("zb-1.5b 1.25x makespan", "zb-1.5b 1.25x span", "zb-14.6b 1.25x span", "zb-1.5b vshape 1x",
              "zb-1.5b fb_overlap 36.756", "zb-28.3b 1.25x makespan")
 
 
-def run_with(parameters: dict, index: int, time_limit: float, workers: int) -> dict:
+def run_with(parameters: dict, suite: str, index: int, time_limit: float, workers: int) -> dict:
     from ortools.sat.python import cp_model
 
     import zbsolve.solvers.cpsat.model as cpsat_model
@@ -44,31 +47,43 @@ def run_with(parameters: dict, index: int, time_limit: float, workers: int) -> d
         def __init__(self) -> None:
             super().__init__()
             for key, value in parameters.items():
-                setattr(self.parameters, key, value)
+                if not key.isupper():
+                    setattr(self.parameters, key, value)
+
+    for key, value in parameters.items():
+        if key.isupper():
+            setattr(cpsat_model, key, value)
 
     cpsat_model.cp_model.CpSolver = Tuned
     if "linearization_level" in parameters:  # the setting, not zbsolve's choice by model size
         cpsat_model.LP_FREE_FROM_OPS = float("inf")
-    return run_instance("standard", index, time_limit, workers, "cpsat")
+    return run_instance(suite, index, time_limit, workers, "cpsat")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", nargs="*", default=list(INSTANCES), help="instance names (default: six chosen)")
+    parser.add_argument("--suite", default="standard", choices=list(SUITES), help="where the instances come from")
+    parser.add_argument("--only", nargs="*", help="instance names (default: six chosen ones of the standard suite, "
+                                                  "all of another suite)")
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS),
                         help="settings to run (default: all)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "parameters.md"))
     args = parser.parse_args()
-    names = [instance.name for instance in SUITES["standard"]()]
+    names = [instance.name for instance in SUITES[args.suite]()]
+    chosen = args.only or (list(INSTANCES) if args.suite == "standard" else names)
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        print(f"not in the {args.suite} suite: {', '.join(map(repr, unknown))}", file=sys.stderr)
+        return 2
     rows = []
-    for name in args.only:
+    for name in chosen:
         index = names.index(name)
         for setting in args.settings:
             parameters = SETTINGS[setting]
             print(f"{name} / {setting} ...", end=" ", flush=True)
-            row = _in_child(run_with, parameters, index, args.time_limit, args.workers)
+            row = _in_child(run_with, parameters, args.suite, index, args.time_limit, args.workers)
             row.update(setting=setting, instance=name)
             print(row.get("error") or f"{_fmt(row['solved'])} (gap {row['gap']:.2%}, {row['total_s']} s)", flush=True)
             rows.append(row)
