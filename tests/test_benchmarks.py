@@ -39,7 +39,7 @@ def test_parameter_study_runs_each_setting(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = [line for line in out.read_text().splitlines() if line.startswith("| uniform P=4 M=8 fb_overlap 2.4 |")]
     settings = ["default", "no disjunctive precedences", "linearization level 2", "linearization level 0",
-                "no objective shaving"]
+                "objective shaving"]
     assert len(rows) == len(settings)
     for row, setting in zip(rows, settings):
         assert f"| {setting} | 23 | 23 | 0.00% | optimal |" in row
@@ -48,6 +48,16 @@ def test_parameter_study_runs_each_setting(tmp_path):
          "--out", str(out)], capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2 and "not in the bound-gap suite: 'no such'" in done.stderr
+
+
+def test_parameter_settings_reach_the_solver(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.parameters import SETTINGS, tuned_solver_class
+
+    shaving = tuned_solver_class(SETTINGS["objective shaving"])().parameters
+    assert list(shaving.extra_subsolvers) == ["objective_shaving"]
+    level = tuned_solver_class(SETTINGS["linearization level 2"])().parameters
+    assert level.linearization_level == 2 and list(level.extra_subsolvers) == []
 
 
 def test_worker_study_gathers_runs_into_one_table(tmp_path):

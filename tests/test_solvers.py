@@ -236,28 +236,3 @@ def test_a_hand_made_schedule_at_the_bound_skips_the_heuristics_and_the_model(mo
     assert solved.solver.status == "optimal"
     assert solved.metrics.makespan == 27
     assert solved.solver.message == "the starting schedule meets the lower bound"
-
-
-@pytest.mark.parametrize("case, workers, below_ops, leads", [
-    ("memory", 2, 1000, True),
-    ("memory", 1, 1000, False),  # one worker runs no portfolio
-    ("memory", 2, 96, False),  # the model's 96 ops are not below the threshold
-    ("pairs", 2, 1000, False),
-])
-def test_objective_shaving_leads_the_whole_model_only_where_it_was_measured_to_help(
-        monkeypatch, case, workers, below_ops, leads):
-    from zbsolve.solvers.cpsat import model as cpsat_model
-
-    subsolvers, run = [], cpsat_model._run
-
-    def recording(data, solver, model, callback):
-        subsolvers.append(list(solver.parameters.extra_subsolvers))
-        return run(data, solver, model, callback)
-
-    monkeypatch.setattr(cpsat_model, "_run", recording)
-    monkeypatch.setattr(cpsat_model, "SHAVING_BELOW_OPS", below_ops)
-    problem = (uniform(4, 8, F=1.1, B=1.3, W=0.7, comm=0.1, memory="1.25x", objective="span") if case == "memory"
-               else uniform(4, 8, F=1.0, B=1.0, W=0.5, placement="bidirectional", fb_overlap=2.4))
-    solved = solve(problem, "cpsat", time_limit=5, workers=workers)
-    validate(solved)
-    assert subsolvers and subsolvers[-1] == (["objective_shaving"] if leads else [])

@@ -28,13 +28,6 @@ WINDOW_FROM_OPS = 1000  # measured on 1,152 to 9,216 ops
 # past its limit. At 0.1: 1434.08 and 1432.49 ms; 1.5B with pairs (576 ops) stays within its
 # spread (1049.03, 1057.28, 1041.08 against 1056.39, 1048.87, 1041.22, seeds 0-2).
 PAIR_PROBING_WORK = 0.1
-# Objective shaving (probes "is there a schedule of at most X?") leads the whole model's
-# search; with 2 workers CP-SAT runs one full-problem worker, the other interleaves LNS. Below
-# 1,000 ops without F&B pairs, 60 s, 2 workers: 1.5B 1.25x makespan proven in 19 s (0.01% left
-# without), 6.2B 1.25x span 0.15% against 0.71%, V-shape 0.5x P=4 M=6 bound 406.43 against
-# 376.35 ms; one proof lost (1.5B 1.25x span, 0.54%), the rest tied (benchmarks/parameters.md).
-# With pairs it lost proofs CP-SAT's default finds; from 1,152 ops its probes proved nothing.
-SHAVING_BELOW_OPS = 1000
 
 MIRRORED_BEST = "best schedule from the mirror-image search"  # never proven: see `mirror`
 # A deterministic (one-worker) solve is limited by CP-SAT's work measure; the clock stops it
@@ -214,8 +207,6 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         limit = max(1.0, limit - mirrored.wall_time)
     model, start, pairs = _hinted_model(data)
     solver = _solver(data, limit, deadline)
-    if _shaves(data):
-        solver.parameters.extra_subsolvers.append("objective_shaving")
     if data.progress:
         solver.best_bound_callback = lambda bound: data.progress(
             None, data.value(bound), time.monotonic() - t0
@@ -274,12 +265,6 @@ def _solver(data: SolveInput, limit: float, deadline: float | None = None) -> cp
         solver.parameters.probing_deterministic_time_limit = PAIR_PROBING_WORK
     solver.parameters.catch_sigint_signal = False  # zbsolve's own handler sets data.stop
     return solver
-
-
-def _shaves(data: SolveInput) -> bool:
-    """Whether the whole model's search leads with objective shaving (see SHAVING_BELOW_OPS).
-    One worker (every deterministic solve) runs no portfolio to lead."""
-    return data.workers >= 2 and data.pair_duration is None and len(data.ops) < SHAVING_BELOW_OPS
 
 
 def _clock_deadline(limit: float) -> float:
