@@ -228,6 +228,19 @@ def test_an_fb_overlap_outside_the_design_range_is_warned_about_and_still_used(c
         assert "warning" not in err
     else:
         assert f"zbsolve compare: warning: --fb-overlap {extra[-1]} " in err and warning in err
+        assert err.count("warning") == 1
+
+
+def test_a_schedule_file_with_such_an_fb_overlap_is_warned_about_in_the_file_s_words(capsys, tmp_path):
+    path = tmp_path / "pairs.json"
+    code, _, _ = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--placement", "bidirectional",
+                     "--fb-overlap", "1.5", "--time-limit", "5", "--workers", "2", "-q", "-o", str(path))
+    assert code == 0
+    code, out, err = run(capsys, "validate", str(path))
+    assert code == 0 and "valid" in out
+    assert err == ("zbsolve validate: warning: fb_overlap 1.5 is shorter than the longer half of a pair that may "
+                   "form (max(F, B + W) = 2): such a pair runs faster than its parts alone could, so times that "
+                   "use it are optimistic\n")
 
 
 @pytest.mark.parametrize("extra, warned", [

@@ -1,9 +1,10 @@
 import math
+import warnings
 
 import pytest
 from helpers import uniform
 
-from zbsolve.errors import ProblemError
+from zbsolve.errors import ProblemError, ProblemWarning
 from zbsolve.placements import build_problem, parse_memory, parse_placement
 from zbsolve.problem import StageCost
 
@@ -46,6 +47,25 @@ def test_overlap_range_spans_the_pairs_that_may_form():
     # gives the longest half (4) and the longest run in turn (5), F3 with BW0 only (2, 4).
     costs = [StageCost(2.0, 2.0, 2.0, 2.0, 1.0), StageCost(4.0, 4.0, 4.0, 4.0, 2.0)]
     assert build_problem(2, 4, costs, placement="vshape").overlap_range() == (4.0, 5.0)
+
+
+@pytest.mark.parametrize("placement, overlap, said", [
+    ("single", 1.5, "fb_overlap 1.5 has no effect: no device holds two stages"),
+    ("bidirectional", 1.5, "fb_overlap 1.5 is shorter than the longer half of a pair that may form "
+                           "(max(F, B + W) = 2)"),
+    ("bidirectional", 3.0, "fb_overlap 3 is no shorter than any pair's halves run in turn (F + B + W = 3 at most)"),
+    ("bidirectional", 2.0, None),  # the range's ends: max(F, B + W) is allowed, F + B + W is not
+    ("bidirectional", 2.9, None),
+    ("bidirectional", None, None),
+])
+def test_an_fb_overlap_outside_the_design_range_warns_python_callers_once(placement, overlap, said):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        problem = uniform(4, 8, placement=placement, fb_overlap=overlap, memory="1x")
+    assert problem.fb_overlap == overlap  # still used as given
+    assert [(w.category, str(w.message)[:len(said)]) for w in caught] == ([(ProblemWarning, said)] if said else [])
+    as_option = problem.overlap_warning("--fb-overlap")
+    assert as_option is None if said is None else as_option.startswith(said.replace("fb_overlap", "--fb-overlap"))
 
 
 def test_heterogeneous_costs_map_to_chunks_in_layer_order():

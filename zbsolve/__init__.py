@@ -9,6 +9,7 @@ from zbsolve.baselines import applicable, baseline_names, run_baseline
 from zbsolve.errors import (
     InfeasibleError,
     ProblemError,
+    ProblemWarning,
     ScheduleError,
     ScheduleFileError,
     SolverError,
@@ -29,8 +30,8 @@ from zbsolve.validate import validate
 __version__ = "0.1.0"
 
 __all__ = [
-    "InfeasibleError", "Metrics", "Op", "OpGraph", "Pipe", "Problem", "ProblemError", "Schedule",
-    "ScheduleError", "ScheduleFileError", "SolverError", "SolverInfo", "Stage", "StageCost", "TimedOp",
-    "UsageError", "ValidationError", "ZbsolveError", "applicable", "baseline_names", "build_problem",
+    "InfeasibleError", "Metrics", "Op", "OpGraph", "Pipe", "Problem", "ProblemError", "ProblemWarning",
+    "Schedule", "ScheduleError", "ScheduleFileError", "SolverError", "SolverInfo", "Stage", "StageCost",
+    "TimedOp", "UsageError", "ValidationError", "ZbsolveError", "applicable", "baseline_names", "build_problem",
     "load_profile", "read_schedule", "run_baseline", "simulate", "solve", "validate", "write_schedule",
 ]

@@ -58,3 +58,7 @@ class OutputError(ZbsolveError):
     """An output file cannot be written."""
 
     exit_code = 2
+
+
+class ProblemWarning(UserWarning):
+    """A valid problem whose numbers may mislead (for example an `fb_overlap` outside DESIGN §4.4's range)."""

@@ -146,6 +146,6 @@ def build_problem(
         pipes=pipes, comm=comm, split_backward=split_backward, fb_overlap=fb_overlap,
         objective=objective, time_unit=time_unit, placement=where.name,
     )
-    unlimited = Problem(**common)
-    limit = parse_memory(memory, unlimited)
-    return unlimited if limit is None else Problem(**common, memory_limit=limit)
+    # The memory unit does not depend on pairs; without them this helper does not warn a second time.
+    limit = parse_memory(memory, Problem(**{**common, "fb_overlap": None}))
+    return Problem(**common, memory_limit=limit)

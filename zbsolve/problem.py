@@ -7,10 +7,11 @@ field and the allowed range. Nothing here knows about ops, solvers or files.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from zbsolve.errors import ProblemError
+from zbsolve.errors import ProblemError, ProblemWarning
 
 OBJECTIVES = ("makespan", "span")
 
@@ -132,6 +133,9 @@ class Problem:
             raise ProblemError(f"split_backward must be true or false, got {self.split_backward!r}")
         if not isinstance(self.time_unit, str) or not self.time_unit:
             raise ProblemError(f"time_unit must be a non-empty string, got {self.time_unit!r}")
+        warning = self.overlap_warning()
+        if warning:  # allowed (the model and validator handle any length), but say why it misleads
+            warnings.warn(warning, ProblemWarning, stacklevel=3)
 
     def _check_pipes(self) -> None:
         if not self.pipes:
@@ -207,6 +211,26 @@ class Problem:
                         halves.append(max(forward.F, backward.BW))
                         in_turn.append(forward.F + backward.BW)
         return (max(halves), max(in_turn)) if halves else None
+
+    def overlap_warning(self, given: str = "fb_overlap") -> str | None:
+        """Why an `fb_overlap` outside DESIGN §4.4's range gives numbers that mislead, if it does;
+        `given` names the setting as the user wrote it."""
+        if self.fb_overlap is None:
+            return None
+        given = f"{given} {self.fb_overlap:g}"
+        span = self.overlap_range()
+        if span is None:
+            return (f"{given} has no effect: no device holds two stages, so no F&B pair can form "
+                    "(pairs need placement bidirectional, vshape or interleaved:N)")
+        longest_half, in_turn = span
+        if self.fb_overlap < longest_half:
+            return (f"{given} is shorter than the longer half of a pair that may form (max(F, B + W) = "
+                    f"{longest_half:g}): such a pair runs faster than its parts alone could, so times "
+                    "that use it are optimistic")
+        if self.fb_overlap >= in_turn:
+            return (f"{given} is no shorter than any pair's halves run in turn (F + B + W = {in_turn:g} "
+                    "at most): overlapping cannot save time")
+        return None
 
     @property
     def single_pipe(self) -> bool:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from collections.abc import Callable
 
-from zbsolve.errors import ZbsolveError
+from zbsolve.errors import ProblemWarning, ZbsolveError
 
 from . import commands
 
@@ -49,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("once", ProblemWarning)  # each different message once, wherever raised
+            warnings.showwarning = _say_warnings_as(args.command, warnings.showwarning)
+            return args.run(args)
     except ZbsolveError as error:
         sys.stderr.write(f"zbsolve {args.command}: error: {error}\n")
         return error.exit_code
@@ -58,3 +63,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _say_warnings_as(command: str, show: Callable[..., None]) -> Callable[..., None]:
+    """A `warnings.showwarning` that prints zbsolve's own warnings as the CLI's warning lines."""
+
+    def said(message: Warning | str, category: type[Warning], *where: object) -> None:
+        if issubclass(category, ProblemWarning):
+            sys.stderr.write(f"zbsolve {command}: warning: {message}\n")
+        else:
+            show(message, category, *where)
+
+    return said

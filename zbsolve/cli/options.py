@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import warnings
 from dataclasses import replace
 
-from zbsolve.errors import UsageError
+from zbsolve.errors import ProblemWarning, UsageError
 from zbsolve.placements import MEMORY_HELP, PLACEMENT_HELP, build_problem
 from zbsolve.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.profiles import load_profile
@@ -72,35 +73,16 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     rank_costs = [replace(c, **flags) for c in base]
     comm = args.comm if args.comm is not None else (profile.comm if profile and profile.comm is not None else 0.0)
     memory = args.memory if args.memory is not None else (profile.memory if profile else None)
-    problem = build_problem(
-        devices, microbatches, rank_costs,
-        placement=args.placement, comm=comm, memory=memory,
-        split_backward=not args.no_split_backward, fb_overlap=args.fb_overlap,
-        objective=args.objective,
-        time_unit=args.time_unit or (profile.time_unit if profile else "ms"),
-    )
-    warning = overlap_warning(problem)
+    with warnings.catch_warnings():  # said below, naming the option as typed
+        warnings.simplefilter("ignore", ProblemWarning)
+        problem = build_problem(
+            devices, microbatches, rank_costs,
+            placement=args.placement, comm=comm, memory=memory,
+            split_backward=not args.no_split_backward, fb_overlap=args.fb_overlap,
+            objective=args.objective,
+            time_unit=args.time_unit or (profile.time_unit if profile else "ms"),
+        )
+    warning = problem.overlap_warning("--fb-overlap")
     if warning:
         sys.stderr.write(f"zbsolve {args.command}: warning: {warning}\n")
     return problem
-
-
-def overlap_warning(problem: Problem) -> str | None:
-    """Why an `fb_overlap` outside DESIGN §4.4's range gives numbers that mislead, if it does.
-    Any positive length stays allowed: the model and validator handle it."""
-    if problem.fb_overlap is None:
-        return None
-    given = f"--fb-overlap {problem.fb_overlap:g}"
-    span = problem.overlap_range()
-    if span is None:
-        return (f"{given} has no effect: no device holds two stages, so no F&B pair can form "
-                "(pairs need --placement bidirectional, vshape or interleaved:N)")
-    longest_half, in_turn = span
-    if problem.fb_overlap < longest_half:
-        return (f"{given} is shorter than the longer half of a pair that may form (max(F, B + W) = "
-                f"{longest_half:g}): such a pair runs faster than its parts alone could, so times "
-                "that use it are optimistic")
-    if problem.fb_overlap >= in_turn:
-        return (f"{given} is no shorter than any pair's halves run in turn (F + B + W = {in_turn:g} "
-                "at most): overlapping cannot save time")
-    return None
