@@ -146,6 +146,8 @@ def build_problem(
         pipes=pipes, comm=comm, split_backward=split_backward, fb_overlap=fb_overlap,
         objective=objective, time_unit=time_unit, placement=where.name,
     )
+    if memory is None:
+        return Problem(**common)
     # The memory unit does not depend on pairs; without them this helper does not warn a second time.
     limit = parse_memory(memory, Problem(**{**common, "fb_overlap": None}))
     return Problem(**common, memory_limit=limit)
