@@ -281,14 +281,18 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     """Memory-limited cool-down.
 
     After the device's last F ends, its microbatch travels on to its next op here, its own
-    backward (through the rest of the pipe and back when the stage is not the last).
-    Meanwhile the device can only run backwards and W's of microbatches it holds in memory
-    at that F's start: some waiting for their backward (each holding the activation), some
-    for their W (each holding the residual), within the limit less what the last F's
-    microbatch holds itself (on a V both of its stages here). What it cannot fill is idle,
-    and it comes on top of the warm-up idle when the last F must follow a backward (more
-    forwards than fit). Both idles lie between the device's first op and its last, so with
-    heads and tails measured on the device (`span_bound`) the sum bounds its span too.
+    backward (through the rest of the pipe and back when the stage is not the last), and
+    then on to the end of its tail. Meanwhile the device can only run that microbatch's own
+    backwards and W's and those of microbatches it holds in memory at that F's start: some
+    waiting for their backward (each holding the activation), some for their W (each
+    holding the residual), within the limit less what the last F's microbatch holds itself
+    (on a V both of its stages here). What they cannot fill of the wait for its backward is
+    idle; what they cannot fill of its tail is time the device's other work cannot shorten
+    (1.5B at 0.5x on a V: the middle device's last B still has 67.5 ms to go through
+    devices 6 to 0, where the static bound stopped at its start: 1306.96 -> 1369.80 ms).
+    Either comes on top of the warm-up idle when the last F must follow a backward (more
+    forwards than fit), as that idle lies before it. With heads and tails measured on the
+    device (`span_bound`) the sum bounds its span too.
 
     Which stage's F comes last is not known where several could (DualPipe's two pipes):
     the least idle over them counts. Microbatches are identical, so any microbatch stands
@@ -301,41 +305,47 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     if not stages or (data.pair_duration is not None and len(stages) > 1):
         return 0
     limit = data.memory_limit[device]
+    tail = tail or data.tail
+    least = _least_after(data, ops, tail)
     candidates = []
     for forwards in stages.values():
         last = forwards[-1]
         reach = _reach(data, last)
         if not any(Op("F", pipe, stage, last.microbatch) in reach for pipe, stage in stages if pipe == last.pipe
                    and stage != last.stage):  # another F here follows it: not the last
-            candidates.append(_cooldown_idle(data, stages, last, reach, limit))
+            after = tail[last] - data.shortest(last) - least  # beyond what every op here needs after it
+            candidates.append(_cooldown_idle(data, stages, last, reach, limit, after))
     idle = min(candidates, default=0)  # never empty in practice: some F here has no F after it
     warm = max(0.0, _warmup_idle(data, ops, head, tail))
     # The last F then starts after a backward has ended, so after the warm-up's idle.
     disjoint = sum(data.memory_effect[f][0] for forwards in stages.values() for f in forwards) > limit
     idle_total = idle + warm if disjoint else max(idle, warm)
-    return math.ceil(_work(data, ops) + idle_total - 1e-9) + _least_after(data, ops, tail)
+    return math.ceil(_work(data, ops) + idle_total - 1e-9) + least
 
 
 COOLDOWN_CASES = 20_000  # fill combinations counted exactly; beyond, a fractional relaxation
 
 
 def _cooldown_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], last: Op, reach: dict[Op, int],
-                   limit: int) -> float:
-    """Idle after `last` (the device's last F) until its microbatch's backward may start here."""
+                   limit: int, after: int) -> float:
+    """Time after `last` (the device's last F) that no work here can fill: until its
+    microbatch's backward may start here, and until `after` (the time its microbatch still
+    needs after it, less what every op here needs after it) has passed. Only that
+    microbatch's own backwards and W's and the fill of those held in memory remain to run."""
     kind = "B" if data.split else "BW"
     trip = reach.get(Op(kind, last.pipe, last.stage, last.microbatch), 0) - data.duration[last]
-    if trip <= 0:
-        return 0
-    held, kinds = 0, []
+    held, own_work, kinds = 0, 0, []
     for (pipe, stage), forwards in stages.items():
         own = pipe == last.pipe and Op(kind, pipe, stage, last.microbatch) in reach  # not ended yet
-        if own:
-            held += data.memory_effect[forwards[0]][0]
         backward = Op(kind, pipe, stage, forwards[0].microbatch)
         w = Op("W", pipe, stage, forwards[0].microbatch)
+        if own:
+            held += data.memory_effect[forwards[0]][0]
+            own_work += data.duration[backward] + (data.duration[w] if data.split else 0)
         kinds.append((len(forwards) - own, data.memory_effect[forwards[0]][0], data.duration[backward],
                       data.duration[w] if data.split else 0, data.memory_effect[w][1] if data.split else 0))
-    return max(0, trip - _most_fill(max(0, limit - held), kinds))
+    fill = _most_fill(max(0, limit - held), kinds)
+    return max(0, trip - fill, after - own_work - fill)
 
 
 def _most_fill(free: int, kinds: list[tuple[int, int, int, int, int]]) -> float:
