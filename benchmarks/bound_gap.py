@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, markdown_table, run_instance  # noqa: E402
+from benchmarks.run import _fmt, _in_child, machine, markdown_table, ran_on, run_instance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SUITE = "bound-gap"
@@ -72,12 +72,10 @@ def main() -> int:
 
 
 def write_markdown(path: Path, settings: dict, rows: list[dict]) -> None:
-    m = settings["machine"]
     lines = [
         "# Static bound against the optimum", "",
         f"Suite `{SUITE}`, CP-SAT, {settings['workers']} worker(s), wall clock {settings['time_limit_s']:g} s per "
-        f"instance; run {settings['date']} on {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-        f"OR-Tools {m['ortools']}.", "",
+        f"instance; {ran_on(settings)}.", "",
         "*static bound*: `zbsolve.solvers.lower_bound`, known before any search. *shortfall*: how far it "
         "lies below the optimum, as a share of the optimum; a range where the optimum was not proven "
         "(from CP-SAT's final bound up to the best schedule).", "",

@@ -121,6 +121,13 @@ def machine() -> dict:
             "python": platform.python_version(), "ortools": ortools.__version__, "system": platform.platform()}
 
 
+def ran_on(settings: dict) -> str:
+    """When and where a study ran, for its markdown header."""
+    m = settings["machine"]
+    return (f"run {settings['date']} on {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
+            f"OR-Tools {m['ortools']}")
+
+
 def _fmt(value, digits: int = 6) -> str:
     if value is None:
         return "-"

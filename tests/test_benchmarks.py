@@ -103,3 +103,25 @@ def test_bound_gap_study_measures_the_static_bound_against_a_proven_optimum(tmp_
     done = subprocess.run([*script, "--only", "no such", "--out", str(tmp_path)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "matches 'no such'" in done.stderr
+
+
+def test_one_device_relaxation_study_reaches_the_static_bound(tmp_path):
+    # 1.5B V at 0.5x, P=4 M=4: the middle device's relaxation has the static bound (and the
+    # problem's optimum, 308.7205) as its optimum; the outer device's is shorter.
+    script = [sys.executable, str(ROOT / "benchmarks" / "one_device.py")]
+    done = subprocess.run([*script, "zb-1.5b vshape 0.5x P=4 M=4", "--suite", "bound-gap", "--devices", "0,3",
+                           "--time-limit", "30", "--workers", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "one_device.json").read_text())
+    assert found["settings"]["static_bound"] == pytest.approx(308.7205)
+    outer, middle = found["devices"]
+    assert (middle["status"], middle["best"], middle["bound"]) == ("optimal", pytest.approx(308.7205),
+                                                                   pytest.approx(308.7205))
+    assert (outer["status"], outer["best"]) == ("optimal", pytest.approx(272.6905))
+    assert "| 3 | 24 | 308.721 | 308.721 | optimal |" in (tmp_path / "one_device.md").read_text()
+    for bad, said in ((["no such"], "is named 'no such'"), (["zb-1.5b 1x span"], "only the makespan objective"),
+                      (["zb-1.5b vshape 0.5x", "--devices", "8"], "from 0 to 7")):
+        done = subprocess.run([*script, *bad, "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and said in done.stderr
+

@@ -1,0 +1,146 @@
+"""How far one-device reasoning can lift the lower bound: each device's relaxation, by CP-SAT.
+
+    python benchmarks/one_device.py INSTANCE [--suite standard] [--devices 0,7]
+                                    [--time-limit 180] [--workers 2] [--out benchmarks/one_device]
+
+The relaxation of device d keeps d's ops, their no-overlap and d's memory limit, and reduces
+every other op to the least delay it imposes: between two ops of d, the longest path through
+the dependencies, microbatch order and memory-implied edges that zbsolve derives (the graph
+its bounds use), and each op of d keeps its head (earliest start) and tail (least time to the
+end after its start). The optimal schedule that keeps those implied edges is a schedule of
+the relaxation, no longer, so the relaxation's optimum bounds the problem's. Where CP-SAT
+finds a relaxation schedule as short as zbsolve's static bound, no argument about device d
+alone can raise that bound. Makespan objective, no F&B pairs. Writes DIR/one_device.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.instances import SUITES  # noqa: E402
+from benchmarks.run import _fmt, machine, markdown_table, ran_on  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def relax_device(data, device: int, time_limit: float, workers: int) -> dict:
+    """Solve device `device`'s relaxation; its best value, proven bound and status, in problem units."""
+    from ortools.sat.python import cp_model
+
+    from zbsolve.ops import Op
+    from zbsolve.solvers.bounds import UNREACHED, _Paths
+
+    paths = _Paths(data)
+    ops = data.device_ops[device]
+    model = cp_model.CpModel()
+    start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
+    for a in ops:
+        reach = paths.longest_from(a)
+        for b in ops:
+            delay = reach[paths.index[b]]
+            if b != a and delay != UNREACHED:
+                model.Add(start[b] >= start[a] + delay)
+    model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}") for op in ops])
+    if data.memory_limit is not None:
+        intervals, demands = [], []
+        for f in (op for op in ops if op.kind == "F"):
+            activation = data.memory_effect[f][0]
+            if data.split:
+                w = Op("W", f.pipe, f.stage, f.microbatch)
+                held = [(Op("B", f.pipe, f.stage, f.microbatch), activation - data.memory_effect[w][1]),
+                        (w, data.memory_effect[w][1])]
+            else:
+                held = [(Op("BW", f.pipe, f.stage, f.microbatch), activation)]
+            for release, amount in held:
+                if amount > 0:
+                    end = start[release] + data.duration[release]
+                    size = model.NewIntVar(0, data.horizon, f"m{f}{release.kind}")
+                    intervals.append(model.NewIntervalVar(start[f], size, end, f"mem{f}{release.kind}"))
+                    demands.append(amount)
+        model.AddCumulative(intervals, demands, data.memory_limit[device])
+    makespan = model.NewIntVar(0, data.horizon, "makespan")
+    for op in ops:
+        model.Add(makespan >= start[op] + data.tail[op])
+    model.Minimize(makespan)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit)
+    solver.parameters.num_workers = int(workers)
+    t0 = time.monotonic()
+    code = solver.Solve(model)
+    found = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return {"device": device, "ops": len(ops), "status": solver.StatusName(code).lower(),
+            "best": data.value(solver.ObjectiveValue()) if found else None,
+            "bound": data.value(solver.BestObjectiveBound()) if found else None,
+            "seconds": round(time.monotonic() - t0, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("instance", help="an instance's exact name, e.g. 'zb-1.5b vshape 0.5x'")
+    parser.add_argument("--suite", default="standard", choices=sorted(SUITES))
+    parser.add_argument("--devices", help="comma-separated devices (default: all)")
+    parser.add_argument("--time-limit", type=float, default=180.0, help="seconds per device (default 180)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", default=str(HERE / "one_device"), help="output folder")
+    args = parser.parse_args()
+    from zbsolve.ops import OpGraph
+    from zbsolve.solvers.base import build_input
+
+    chosen = [i for i in SUITES[args.suite]() if i.name == args.instance]
+    if not chosen:
+        print(f"no instance of the {args.suite} suite is named {args.instance!r}", file=sys.stderr)
+        return 2
+    problem = chosen[0].build()
+    if problem.objective != "makespan" or problem.fb_overlap is not None:
+        print(f"{args.instance!r}: only the makespan objective without F&B pairs is relaxed here", file=sys.stderr)
+        return 2
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    try:
+        devices = ([int(d) for d in args.devices.split(",")] if args.devices else list(range(problem.devices)))
+    except ValueError:
+        devices = [-1]
+    if any(not 0 <= d < problem.devices for d in devices):
+        print(f"--devices: give device numbers from 0 to {problem.devices - 1}, separated by commas",
+              file=sys.stderr)
+        return 2
+    static = data.value(data.lower_bound())
+    settings = {"instance": args.instance, "suite": args.suite, "time_limit_s": args.time_limit,
+                "workers": args.workers, "static_bound": static, "date": time.strftime("%Y-%m-%d %H:%M"),
+                "machine": machine()}
+    rows = []
+    for device in devices:
+        print(f"device {device} ...", end=" ", flush=True)
+        rows.append(relax_device(data, device, args.time_limit, args.workers))
+        print(f"{rows[-1]['status']}: best {rows[-1]['best']}, bound {rows[-1]['bound']}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "one_device.json").write_text(json.dumps({"settings": settings, "devices": rows}, indent=1) + "\n",
+                                         encoding="utf-8")
+    (out / "one_device.md").write_text(report(settings, rows), encoding="utf-8")
+    print(f"wrote {out / 'one_device.md'}")
+    return 0
+
+
+def report(settings: dict, rows: list[dict]) -> str:
+    """The markdown table of the devices' relaxations."""
+    lines = [
+        f"# One-device relaxations of {settings['instance']}", "",
+        f"Suite `{settings['suite']}`, CP-SAT, {settings['workers']} worker(s), {settings['time_limit_s']:g} s per "
+        f"device; {ran_on(settings)}. zbsolve's static bound: {_fmt(settings['static_bound'])}.", "",
+        "*best*: the shortest relaxation schedule found, so the relaxation's optimum is at most this; "
+        "*bound*: what CP-SAT proved, so the optimum is at least this.", "",
+    ]
+    cells = [[r["device"], r["ops"], _fmt(r["best"]) if r["best"] is not None else "-",
+              _fmt(r["bound"]) if r["bound"] is not None else "-", r["status"], r["seconds"]] for r in rows]
+    lines += markdown_table(["device", "ops", "best", "bound", "status", "seconds"], cells)
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
