@@ -29,14 +29,14 @@ from benchmarks.run import _fmt, machine, markdown_table, ran_on  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def relax_device(data, device: int, time_limit: float, workers: int) -> dict:
-    """Solve device `device`'s relaxation; its best value, proven bound and status, in problem units."""
+def relax_device(data, paths, device: int, time_limit: float, workers: int) -> dict:
+    """Solve device `device`'s relaxation (`paths`: the bounds' `_Paths` of `data`); its best
+    value, proven bound and status, in problem units."""
     from ortools.sat.python import cp_model
 
     from zbsolve.ops import Op
-    from zbsolve.solvers.bounds import UNREACHED, _Paths
+    from zbsolve.solvers.bounds import UNREACHED
 
-    paths = _Paths(data)
     ops = data.device_ops[device]
     model = cp_model.CpModel()
     start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
@@ -91,6 +91,7 @@ def main() -> int:
     args = parser.parse_args()
     from zbsolve.ops import OpGraph
     from zbsolve.solvers.base import build_input
+    from zbsolve.solvers.bounds import _Paths
 
     chosen = [i for i in SUITES[args.suite]() if i.name == args.instance]
     if not chosen:
@@ -101,11 +102,8 @@ def main() -> int:
         print(f"{args.instance!r}: only the makespan objective without F&B pairs is relaxed here", file=sys.stderr)
         return 2
     data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
-    try:
-        devices = ([int(d) for d in args.devices.split(",")] if args.devices else list(range(problem.devices)))
-    except ValueError:
-        devices = [-1]
-    if any(not 0 <= d < problem.devices for d in devices):
+    devices = _devices(args.devices, problem.devices)
+    if devices is None:
         print(f"--devices: give device numbers from 0 to {problem.devices - 1}, separated by commas",
               file=sys.stderr)
         return 2
@@ -113,10 +111,10 @@ def main() -> int:
     settings = {"instance": args.instance, "suite": args.suite, "time_limit_s": args.time_limit,
                 "workers": args.workers, "static_bound": static, "date": time.strftime("%Y-%m-%d %H:%M"),
                 "machine": machine()}
-    rows = []
+    paths, rows = _Paths(data), []  # the longest paths, once for every device
     for device in devices:
         print(f"device {device} ...", end=" ", flush=True)
-        rows.append(relax_device(data, device, args.time_limit, args.workers))
+        rows.append(relax_device(data, paths, device, args.time_limit, args.workers))
         print(f"{rows[-1]['status']}: best {rows[-1]['best']}, bound {rows[-1]['bound']}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -125,6 +123,16 @@ def main() -> int:
     (out / "one_device.md").write_text(report(settings, rows), encoding="utf-8")
     print(f"wrote {out / 'one_device.md'}")
     return 0
+
+
+def _devices(text: str | None, count: int) -> list[int] | None:
+    """The devices `--devices` names (all when not given); None when it names anything else."""
+    if not text:
+        return list(range(count))
+    parts = text.split(",")
+    if not all(part.strip().isdigit() and int(part) < count for part in parts):
+        return None
+    return [int(part) for part in parts]
 
 
 def report(settings: dict, rows: list[dict]) -> str:
