@@ -15,16 +15,14 @@ alone can raise that bound. Makespan objective, no F&B pairs. Writes DIR/one_dev
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.instances import SUITES  # noqa: E402
 from benchmarks.run import _fmt, machine, markdown_table, ran_on  # noqa: E402
+from benchmarks.study import chosen_problem, one_instance_arguments, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -81,23 +79,16 @@ def relax_device(data, paths, device: int, time_limit: float, workers: int) -> d
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("instance", help="an instance's exact name, e.g. 'zb-1.5b vshape 0.5x'")
-    parser.add_argument("--suite", default="standard", choices=sorted(SUITES))
+    parser = one_instance_arguments(__doc__, HERE / "one_device", 180.0, "device")
     parser.add_argument("--devices", help="comma-separated devices (default: all)")
-    parser.add_argument("--time-limit", type=float, default=180.0, help="seconds per device (default 180)")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", default=str(HERE / "one_device"), help="output folder")
     args = parser.parse_args()
     from zbsolve.ops import OpGraph
     from zbsolve.solvers.base import build_input
     from zbsolve.solvers.bounds import _Paths
 
-    chosen = [i for i in SUITES[args.suite]() if i.name == args.instance]
-    if not chosen:
-        print(f"no instance of the {args.suite} suite is named {args.instance!r}", file=sys.stderr)
+    problem = chosen_problem(args.suite, args.instance)
+    if problem is None:
         return 2
-    problem = chosen[0].build()
     if problem.objective != "makespan" or problem.fb_overlap is not None:
         print(f"{args.instance!r}: only the makespan objective without F&B pairs is relaxed here", file=sys.stderr)
         return 2
@@ -116,12 +107,7 @@ def main() -> int:
         print(f"device {device} ...", end=" ", flush=True)
         rows.append(relax_device(data, paths, device, args.time_limit, args.workers))
         print(f"{rows[-1]['status']}: best {rows[-1]['best']}, bound {rows[-1]['bound']}", flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "one_device.json").write_text(json.dumps({"settings": settings, "devices": rows}, indent=1) + "\n",
-                                         encoding="utf-8")
-    (out / "one_device.md").write_text(report(settings, rows), encoding="utf-8")
-    print(f"wrote {out / 'one_device.md'}")
+    write_study(args.out, "one_device", {"settings": settings, "devices": rows}, report(settings, rows))
     return 0
 
 

@@ -108,20 +108,48 @@ def test_bound_gap_study_measures_the_static_bound_against_a_proven_optimum(tmp_
 def test_one_device_relaxation_study_reaches_the_static_bound(tmp_path):
     # 1.5B V at 0.5x, P=4 M=4: the middle device's relaxation has the static bound (and the
     # problem's optimum, 308.7205) as its optimum; the outer device's is shorter.
-    script = [sys.executable, str(ROOT / "benchmarks" / "one_device.py")]
-    done = subprocess.run([*script, "zb-1.5b vshape 0.5x P=4 M=4", "--suite", "bound-gap", "--devices", "0,3",
-                           "--time-limit", "30", "--workers", "1", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    found = json.loads((tmp_path / "one_device.json").read_text())
+    found = _run_study("one_device", tmp_path, "--devices", "0,3")
     assert found["settings"]["static_bound"] == pytest.approx(308.7205)
     outer, middle = found["devices"]
     assert (middle["status"], middle["best"], middle["bound"]) == ("optimal", pytest.approx(308.7205),
                                                                    pytest.approx(308.7205))
     assert (outer["status"], outer["best"]) == ("optimal", pytest.approx(272.6905))
     assert "| 3 | 24 | 308.721 | 308.721 | optimal |" in (tmp_path / "one_device.md").read_text()
-    for bad, said in ((["no such"], "is named 'no such'"), (["zb-1.5b 1x span"], "only the makespan objective"),
-                      (["zb-1.5b vshape 0.5x", "--devices", "8"], "from 0 to 7")):
-        done = subprocess.run([*script, *bad, "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
-        assert done.returncode == 2 and said in done.stderr
+    _refused("one_device", tmp_path, (["zb-1.5b 1x span"], "only the makespan objective"),
+             (["zb-1.5b vshape 0.5x", "--devices", "8"], "from 0 to 7"))
 
+
+def test_periodic_study_proves_and_builds_periods(tmp_path):
+    # 1.5B V at 0.5x, P=4 M=4: at the busiest device's work per microbatch (45.945 ms) no
+    # one-microbatch periodic schedule fits the memory; at three times it one does, and the
+    # script has the validator accept it. Its value cannot beat the optimum, 308.7205, nor
+    # exceed three periods and the block's length.
+    found = _run_study("periodic", tmp_path, "--periods", "1,3")
+    assert found["settings"]["work_per_microbatch"] == pytest.approx(45.945)
+    tight, loose = found["periods"]
+    assert (tight["status"], tight["period"], tight["value"]) == ("infeasible", pytest.approx(45.945), None)
+    assert loose["status"] == "feasible" and loose["period"] == pytest.approx(3 * 45.945)
+    # Re-timing as early as the order allows never delays the repeated block.
+    assert 308.7205 - 1e-9 <= loose["value"] <= 3 * loose["period"] + loose["block_length"] + 1e-9
+    assert "| 1 | 45.945 | infeasible | - | - |" in (tmp_path / "periodic.md").read_text()
+    _refused("periodic", tmp_path, (["zb-1.5b fb_overlap 36.756"], "only one-pipe"),
+             (["zb-1.5b vshape 0.5x", "--periods", "1,x"], "--periods"),
+             (["zb-1.5b vshape 0.5x", "--block", "5"], "a divisor of the 24 microbatches"))
+
+
+def _run_study(name: str, out: Path, *options: str) -> dict:
+    """benchmarks/NAME.py on 1.5B V-shape 0.5x at P=4 M=4, one worker; its JSON."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "zb-1.5b vshape 0.5x P=4 M=4",
+                           "--suite", "bound-gap", *options, "--time-limit", "30", "--workers", "1", "--out",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def _refused(name: str, out: Path, *cases: tuple[list[str], str]) -> None:
+    """Each case's arguments make benchmarks/NAME.py exit 2 with its message, as does an
+    unknown instance."""
+    for arguments, said in ((["no such"], "is named 'no such'"), *cases):
+        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *arguments, "--out", str(out)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and said in done.stderr

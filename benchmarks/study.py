@@ -1,0 +1,42 @@
+"""What the one-instance studies (one_device.py, periodic.py) share: their common arguments,
+the instance they name, and how they write their results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from benchmarks.instances import SUITES
+
+
+def one_instance_arguments(doc: str, out: Path, time_limit: float, per: str) -> argparse.ArgumentParser:
+    """A parser with the instance's name, --suite, --time-limit (seconds per `per`),
+    --workers and --out; the study adds its own."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("instance", help="an instance's exact name, e.g. 'zb-1.5b vshape 0.5x'")
+    parser.add_argument("--suite", default="standard", choices=sorted(SUITES))
+    parser.add_argument("--time-limit", type=float, default=time_limit,
+                        help=f"seconds per {per} (default {time_limit:g})")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", default=str(out), help="output folder")
+    return parser
+
+
+def chosen_problem(suite: str, name: str):
+    """The named instance's problem, or None after saying on stderr that there is none."""
+    chosen = [i for i in SUITES[suite]() if i.name == name]
+    if not chosen:
+        print(f"no instance of the {suite} suite is named {name!r}", file=sys.stderr)
+        return None
+    return chosen[0].build()
+
+
+def write_study(out: str, stem: str, payload: dict, markdown: str) -> None:
+    """DIR/stem.json and DIR/stem.md."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    (folder / f"{stem}.md").write_text(markdown, encoding="utf-8")
+    print(f"wrote {folder / f'{stem}.md'}")
