@@ -199,12 +199,28 @@ def test_memory_edges_on_a_device_with_two_stages():
     # holds 0.5 more, so three of them (j-3 .. j-1) would be over: B(stage 0, j-3) ends first.
     # Each whose stage-7 backward has not ended holds both chunks: B(stage 7, j-2) ends first.
     problem = uniform(4, 4, placement="vshape", memory="0.5x")
-    implied = set(build_input(OpGraph(problem), problem.split_backward, problem.objective).implied)
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    implied = {(a, b) for a, b, _ in data.implied}
     assert (Op("B", 0, 0, 0), Op("F", 0, 7, 3)) in implied
     assert (Op("B", 0, 0, 1), Op("F", 0, 7, 3)) not in implied  # two earlier ones still fit
     assert (Op("B", 0, 7, 1), Op("F", 0, 7, 3)) in implied
     assert (Op("B", 0, 7, 2), Op("F", 0, 7, 3)) not in implied
     assert (Op("B", 0, 0, 0), Op("F", 0, 0, 3)) not in implied  # stage 0 alone: four fit
+
+
+def test_memory_edges_wait_for_the_residual():
+    # P=2, unit costs, activation 1, residual 0.5, limit 0.5x = one activation: the F of
+    # microbatch j on device 0 waits for j-1's B there (k = 1), and since j-1's residual would
+    # not fit beside j's activation, also for j-1's W (or j's own B, which comes later): one
+    # more unit. Device 0's cycle is then F0 F1 B1 B0 W0, 5 per microbatch, and the bound meets
+    # the optimum; without the delay it was 4M + 1 (17 at M=4).
+    problem = uniform(2, 4, memory="0.5x")
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    delays = {(a, b): data.value(delay) for a, b, delay in data.implied}
+    assert delays[(Op("B", 0, 0, 2), Op("F", 0, 0, 3))] == pytest.approx(1)
+    assert delays[(Op("F", 0, 0, 2), Op("F", 0, 0, 3))] == 0  # microbatch order alone
+    assert bound_of(problem) == pytest.approx(20)
+    assert plain_optimum(problem) == pytest.approx(20)
 
 
 def test_memory_edges_raise_the_vshape_bound(monkeypatch):
@@ -227,7 +243,7 @@ def test_pair_models_keep_memory_edges_to_one_stage_devices():
     def memory_edges(fb_overlap):
         problem = uniform(4, 8, placement="bidirectional", memory="0.5x", fb_overlap=fb_overlap)
         implied = build_input(OpGraph(problem), problem.split_backward, problem.objective).implied
-        return [(a, b) for a, b in implied if a.kind != b.kind]
+        return [(a, b) for a, b, _ in implied if a.kind != b.kind]
 
     assert memory_edges(None)
     assert memory_edges(2.4) == []

@@ -63,9 +63,9 @@ def build_model(data: SolveInput):
         if data.ordered(chain):
             for a, b in zip(chain, chain[1:]):
                 model.Add(start[b] >= start[a] + data.shortest(a))
-    for a, b in data.implied:  # memory-implied order: redundant, but CP-SAT does not derive it
+    for a, b, delay in data.implied:  # memory-implied order: redundant, but CP-SAT does not derive it
         if a.kind != b.kind:
-            model.Add(start[b] >= end[a])
+            model.Add(start[b] >= end[a] + delay)
     for intervals in device_intervals:
         model.AddNoOverlap(intervals)
     if data.memory_limit is not None:
