@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from zbsolve.errors import InfeasibleError
 from zbsolve.placements import build_problem
 from zbsolve.problem import StageCost
-from zbsolve.solvers import check_memory_feasible
+from zbsolve.solvers import check_memory_feasible, minimum_memory
 
 
 def uniform(P, M, F=1.0, B=1.0, W=1.0, activation=1.0, residual=0.5, **kw):
@@ -64,3 +64,21 @@ def placed_problems(draw, max_microbatches=4, memory=True):
         comm=draw(st.sampled_from([0.0, 0.1, 0.5])), memory=limit, fb_overlap=overlap,
         split_backward=draw(st.booleans()), objective=draw(st.sampled_from(["makespan", "span"])),
     )
+
+
+@st.composite
+def tiny_problems(draw):
+    """Problems small enough for tests/exact_model.py to solve exactly: every placement, memory
+    limits down to 0.5x, split or fused backward, both objectives; no F&B pairs."""
+    placement = draw(st.sampled_from(["single", "single", "interleaved:2", "vshape", "bidirectional"]))
+    P = 2 if placement == "bidirectional" else draw(st.integers(1, 3))  # two pipes: even sizes
+    M = 2 if placement == "bidirectional" else draw(st.integers(1, 5 if placement == "single" else 3))
+    problem = build_problem(
+        P, M, draw(stage_costs(P)), placement=placement, comm=draw(st.sampled_from([0.0, 0.1, 0.5])),
+        memory=draw(st.sampled_from([None, "0.5x", "0.75x", "1x", "1.25x", "1.5x", "2x"])),
+        split_backward=draw(st.booleans()), objective=draw(st.sampled_from(["makespan", "span"])),
+    )
+    limit = problem.memory_limit
+    if limit is not None and any(a > b for a, b in zip(minimum_memory(problem), limit)):
+        return draw(st.nothing())  # no schedule at all; covered by the infeasibility tests
+    return problem

@@ -3,7 +3,7 @@
 import pytest
 from brute_force import brute_force_makespan
 from exact_model import plain_optimum, plain_solve
-from helpers import stage_costs, uniform
+from helpers import stage_costs, tiny_problems, uniform
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -16,22 +16,6 @@ from zbsolve.solvers.base import build_input
 def bound_of(problem) -> float:
     data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
     return data.value(data.lower_bound())
-
-
-@st.composite
-def tiny_problems(draw):
-    placement = draw(st.sampled_from(["single", "single", "interleaved:2", "vshape", "bidirectional"]))
-    P = 2 if placement == "bidirectional" else draw(st.integers(1, 3))  # two pipes: even sizes
-    M = 2 if placement == "bidirectional" else draw(st.integers(1, 5 if placement == "single" else 3))
-    problem = build_problem(
-        P, M, draw(stage_costs(P)), placement=placement, comm=draw(st.sampled_from([0.0, 0.1, 0.5])),
-        memory=draw(st.sampled_from([None, "0.5x", "0.75x", "1x", "1.25x", "1.5x", "2x"])),
-        split_backward=draw(st.booleans()), objective=draw(st.sampled_from(["makespan", "span"])),
-    )
-    limit = problem.memory_limit
-    if limit is not None and any(a > b for a, b in zip(minimum_memory(problem), limit)):
-        return draw(st.nothing())  # no schedule at all; covered by the infeasibility tests
-    return problem
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
