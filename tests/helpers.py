@@ -82,3 +82,21 @@ def tiny_problems(draw):
     if limit is not None and any(a > b for a, b in zip(minimum_memory(problem), limit)):
         return draw(st.nothing())  # no schedule at all; covered by the infeasibility tests
     return problem
+
+
+@st.composite
+def tiny_pair_problems(draw):
+    # Sizes the exhaustive search covers in well under a second each (split backward with two
+    # microbatches on a V takes it ~15 s).
+    placement = draw(st.sampled_from(["bidirectional", "vshape", "interleaved:2"]))
+    split = draw(st.booleans())
+    M = 2 if placement == "bidirectional" or not split else 1
+    problem = build_problem(
+        2, M, draw(stage_costs(2)), placement=placement, comm=draw(st.sampled_from([0.0, 0.1, 0.5])),
+        memory=draw(st.sampled_from([None, "1x", "1.5x"])), fb_overlap=draw(st.integers(1, 60).map(lambda n: n / 10)),
+        split_backward=split,
+    )
+    limit = problem.memory_limit
+    if limit is not None and any(a > b for a, b in zip(minimum_memory(problem), limit)):
+        return draw(st.nothing())
+    return problem

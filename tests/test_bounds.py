@@ -3,13 +3,12 @@
 import pytest
 from brute_force import brute_force_makespan
 from exact_model import plain_optimum, plain_solve
-from helpers import stage_costs, tiny_problems, uniform
+from helpers import tiny_pair_problems, tiny_problems, uniform
 from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
 
 from zbsolve.ops import Op, OpGraph
 from zbsolve.placements import build_problem
-from zbsolve.solvers import bounds, minimum_memory
+from zbsolve.solvers import bounds
 from zbsolve.solvers.base import build_input
 
 
@@ -112,24 +111,6 @@ def test_span_bound_proves_the_zero_bubble_2x_span():
     # its 24 F and 24 B, the backward chain back to the first (7 comm and 7 B), then W: 1152.599 ms,
     # the span the solver finds; the devices' own work (1102.68) was the bound before.
     assert bound_of(zb_1_5b_span("2x")) == pytest.approx(1152.599)
-
-
-@st.composite
-def tiny_pair_problems(draw):
-    # Sizes the exhaustive search covers in well under a second each (split backward with two
-    # microbatches on a V takes it ~15 s).
-    placement = draw(st.sampled_from(["bidirectional", "vshape", "interleaved:2"]))
-    split = draw(st.booleans())
-    M = 2 if placement == "bidirectional" or not split else 1
-    problem = build_problem(
-        2, M, draw(stage_costs(2)), placement=placement, comm=draw(st.sampled_from([0.0, 0.1, 0.5])),
-        memory=draw(st.sampled_from([None, "1x", "1.5x"])), fb_overlap=draw(st.integers(1, 60).map(lambda n: n / 10)),
-        split_backward=split,
-    )
-    limit = problem.memory_limit
-    if limit is not None and any(a > b for a, b in zip(minimum_memory(problem), limit)):
-        return draw(st.nothing())
-    return problem
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])

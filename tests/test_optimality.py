@@ -3,12 +3,14 @@
 zbsolve's model adds what the plain one leaves out: identical microbatches taken in order,
 memory-implied edges with their delays, a horizon cut to the starting schedule, proofs by
 the lower bound and mirror-image searches. Each must keep at least one optimal schedule, or
-zbsolve would call a worse one optimal; this checks that on random tiny problems.
+zbsolve would call a worse one optimal; this checks that on random tiny problems, and
+with F&B pairs against the exhaustive search of tests/brute_force.py.
 """
 
 import pytest
+from brute_force import brute_force_makespan
 from exact_model import plain_solve
-from helpers import tiny_problems
+from helpers import tiny_pair_problems, tiny_problems
 from hypothesis import HealthCheck, event, given, settings
 
 from zbsolve.solvers import solve
@@ -45,3 +47,17 @@ def test_a_v_shape_at_half_memory_is_proven_at_the_plain_optimum():
     solved = solve(problem, "cpsat", time_limit=30, workers=1)
     assert solved.solver.status == "optimal"
     assert solved.metrics.makespan == pytest.approx(best)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(tiny_pair_problems())
+def test_an_optimal_status_with_pairs_matches_exhaustive_search(problem):
+    # F&B pairs bring their own pruning (pair candidates by time window, memory edges kept
+    # to one-stage devices, mirror-image searches); the exhaustive search knows none of it.
+    best = brute_force_makespan(problem)
+    solved = solve(problem, "cpsat", time_limit=5, workers=2)
+    validate(solved)
+    event(f"zbsolve {solved.solver.status}")
+    assert solved.metrics.makespan >= best - 1e-6 * max(1.0, best)
+    if solved.solver.status == "optimal":
+        assert solved.metrics.makespan == pytest.approx(best)
