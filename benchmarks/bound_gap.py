@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, markdown_table, ran_on, run_instance  # noqa: E402
+from benchmarks.run import _fmt, _in_child, machine, markdown_table, parsed, ran_on, run_instance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SUITE = "bound-gap"
@@ -40,7 +40,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", metavar="TEXT", help="only the instances whose name contains TEXT")
     parser.add_argument("--out", default=str(HERE / "bound_gap"), help="output folder")
-    args = parser.parse_args()
+    args = parsed(parser)
     from zbsolve.solvers import lower_bound
 
     out = Path(args.out)

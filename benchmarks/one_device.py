@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.run import _fmt, machine, markdown_table, ran_on  # noqa: E402
+from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
 from benchmarks.study import chosen_problem, one_instance_arguments, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +81,7 @@ def relax_device(data, paths, device: int, time_limit: float, workers: int) -> d
 def main() -> int:
     parser = one_instance_arguments(__doc__, HERE / "one_device", 180.0, "device")
     parser.add_argument("--devices", help="comma-separated devices (default: all)")
-    args = parser.parse_args()
+    args = parsed(parser)
     from zbsolve.ops import OpGraph
     from zbsolve.solvers.base import build_input
     from zbsolve.solvers.bounds import _Paths

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, markdown_table, run_instance  # noqa: E402
+from benchmarks.run import _fmt, _in_child, machine, markdown_table, parsed, run_instance  # noqa: E402
 
 SETTINGS = {
     "default": {},
@@ -74,7 +74,7 @@ def main() -> int:
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS),
                         help="settings to run (default: all)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "parameters.md"))
-    args = parser.parse_args()
+    args = parsed(parser)
     names = [instance.name for instance in SUITES[args.suite]()]
     chosen = args.only or (list(INSTANCES) if args.suite == "standard" else names)
     unknown = [name for name in chosen if name not in names]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.run import _fmt, machine, markdown_table, ran_on  # noqa: E402
+from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
 from benchmarks.study import chosen_problem, one_instance_arguments, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -132,7 +132,7 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=1, help="microbatches per repeated block (default 1)")
     parser.add_argument("--periods", default="1,1.04,1.08,1.12,1.2,1.3",
                         help="periods to try, as factors of the block's busiest-device work")
-    args = parser.parse_args()
+    args = parsed(parser)
     from zbsolve.ops import OpGraph
     from zbsolve.solvers.base import build_input
 

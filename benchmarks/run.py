@@ -28,6 +28,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.instances import SCALING_OPS, SUITES, uniform  # noqa: E402
 
 
+def parsed(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The arguments, with the solver options zbsolve would refuse refused here (exit 2),
+    before any instance runs or any result file is overwritten."""
+    from zbsolve.errors import UsageError
+    from zbsolve.solvers import check_solver_options
+
+    args = parser.parse_args()
+    if hasattr(args, "time_limit"):
+        try:
+            check_solver_options(getattr(args, "solver", "cpsat"), args.time_limit, args.workers)
+        except UsageError as error:
+            parser.error(str(error))
+    return args
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
@@ -212,7 +227,7 @@ def main() -> int:
     parser.add_argument("--only", metavar="TEXT",
                         help="run only the instances whose name contains TEXT, replacing their rows in the "
                              "folder's results.json (same suite and settings) and keeping the rest")
-    args = parser.parse_args()
+    args = parsed(parser)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     instances = SUITES[args.suite]()

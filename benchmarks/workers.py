@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, run_instance  # noqa: E402
+from benchmarks.run import _fmt, _in_child, machine, parsed, run_instance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -110,9 +110,7 @@ def main() -> int:
     solving.add_argument("--out", default=str(HERE / "workers"), help="folder for workers-<W>.json")
     reporting = commands.add_parser("report", help="gather the folder's workers-*.json into workers.md")
     reporting.add_argument("--out", default=str(HERE / "workers"), help="folder holding workers-*.json")
-    args = parser.parse_args()
-    if args.command == "run" and args.workers < 1:
-        parser.error("--workers must be at least 1")
+    args = parsed(parser)
     return run(args) if args.command == "run" else report(args)
 
 

@@ -137,6 +137,28 @@ def test_periodic_study_proves_and_builds_periods(tmp_path):
              (["zb-1.5b vshape 0.5x", "--block", "5"], "a divisor of the 24 microbatches"))
 
 
+@pytest.mark.parametrize("script, options, said", [
+    ("run.py", ["--time-limit", "-5"], "time limit must be a positive number"),
+    ("run.py", ["--workers", "0"], "workers must be an integer >= 1"),
+    ("run.py", ["--solver", "foo"], "unknown solver 'foo'"),
+    ("run.py", ["--only", "P=4 M=4", "--time-limit", "nan"], "time limit must be a positive number"),
+    ("bound_gap.py", ["--workers", "0"], "workers must be an integer >= 1"),
+    ("parameters.py", ["--time-limit", "0"], "time limit must be a positive number"),
+    ("workers.py", ["run", "--workers", "0"], "workers must be an integer >= 1"),
+    ("one_device.py", ["zb-1.5b vshape 0.5x", "--time-limit", "-1"], "time limit must be a positive number"),
+    ("periodic.py", ["zb-1.5b vshape 0.5x", "--workers", "0"], "workers must be an integer >= 1"),
+])
+def test_bad_solver_options_are_refused_before_anything_is_written(tmp_path, script, options, said):
+    # A bad limit used to reach every instance's solve, fail there, and overwrite the results
+    # with rows of errors.
+    before = (tmp_path / "results.json")
+    before.write_text("{}")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *options, "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and said in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"] and before.read_text() == "{}"
+
+
 def _run_study(name: str, out: Path, *options: str) -> dict:
     """benchmarks/NAME.py on 1.5B V-shape 0.5x at P=4 M=4, one worker; its JSON."""
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "zb-1.5b vshape 0.5x P=4 M=4",
