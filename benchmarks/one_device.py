@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
-from benchmarks.study import chosen_problem, one_instance_arguments, write_study  # noqa: E402
+from benchmarks.study import chosen_problem, one_instance_arguments, run_cpsat, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -66,16 +66,11 @@ def relax_device(data, paths, device: int, time_limit: float, workers: int) -> d
     for op in ops:
         model.Add(makespan >= start[op] + data.tail[op])
     model.Minimize(makespan)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(time_limit)
-    solver.parameters.num_workers = int(workers)
-    t0 = time.monotonic()
-    code = solver.Solve(model)
-    found = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    solver, code, found, seconds = run_cpsat(model, time_limit, workers)
     return {"device": device, "ops": len(ops), "status": solver.StatusName(code).lower(),
             "best": data.value(solver.ObjectiveValue()) if found else None,
             "bound": data.value(solver.BestObjectiveBound()) if found else None,
-            "seconds": round(time.monotonic() - t0, 2)}
+            "seconds": seconds}
 
 
 def main() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from benchmarks.instances import SUITES
@@ -31,6 +32,19 @@ def chosen_problem(suite: str, name: str):
         print(f"no instance of the {suite} suite is named {name!r}", file=sys.stderr)
         return None
     return chosen[0].build()
+
+
+def run_cpsat(model, time_limit: float, workers: int):
+    """CP-SAT on `model` within the limit: the solver, its status code, whether a solution
+    was found, and the seconds it took."""
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit)
+    solver.parameters.num_workers = int(workers)
+    t0 = time.monotonic()
+    code = solver.Solve(model)
+    return solver, code, code in (cp_model.OPTIMAL, cp_model.FEASIBLE), round(time.monotonic() - t0, 2)
 
 
 def write_study(out: str, stem: str, payload: dict, markdown: str) -> None:
