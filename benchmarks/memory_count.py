@@ -9,8 +9,9 @@ start to its B's (W's) end, under a cumulative limit. Memory rises only when an 
 so the same limit can be written as one linear constraint per F: the activations of the
 F's started by then, less what the B's and W's ended by then have released, within the
 limit, with one Boolean per F, B and W of the device saying whether it has started (ended)
-by that moment. Both forms allow exactly the same schedules; they differ in what CP-SAT
-can deduce from them.
+by that moment (`zbsolve/solvers/cpsat/counted.py`; the model adds it by itself up to a
+size). Both forms allow exactly the same schedules; they differ in what CP-SAT can deduce
+from them. The study forces the counted form on and off.
 
 For each target T (in the instance's unit) the study asks both models whether a schedule
 with objective at most T exists: infeasible proves that T is below the optimum.
@@ -32,47 +33,19 @@ from benchmarks.study import chosen_problem, one_instance_arguments, run_cpsat, 
 HERE = Path(__file__).resolve().parent
 
 
-def add_memory_counts(model, data, start) -> int:
-    """The limit once more, counted at each F's start; returns the number of Booleans."""
-    from zbsolve.ops import Op
-
-    count = 0
-    for d, ops in enumerate(data.device_ops):
-        forwards = [op for op in ops if op.kind == "F"]
-        releases = [op for op in ops if op.kind != "F" and data.memory_effect[op][1] > 0]
-        for x in forwards:
-            level = [data.memory_effect[x][0]]
-            for f in forwards:
-                if f == x:
-                    continue
-                started = model.NewBoolVar("")  # f started before x (never together: one device)
-                model.Add(start[f] + 1 <= start[x]).OnlyEnforceIf(started)
-                model.Add(start[f] >= start[x]).OnlyEnforceIf(started.Not())
-                level.append(data.memory_effect[f][0] * started)
-            for r in releases:
-                if r.microbatch == x.microbatch and Op("F", r.pipe, r.stage, r.microbatch) == x:
-                    continue  # x's own stage and microbatch: released only after x
-                ended = model.NewBoolVar("")
-                model.Add(start[r] + data.duration[r] <= start[x]).OnlyEnforceIf(ended)
-                model.Add(start[r] + data.duration[r] >= start[x] + 1).OnlyEnforceIf(ended.Not())
-                level.append(-data.memory_effect[r][1] * ended)
-            count += len(forwards) - 1 + len(releases)
-            model.Add(sum(level) <= data.memory_limit[d])
-    return count
-
-
 def probe(data, target: int | None, counted: bool, time_limit: float, workers: int) -> dict:
     """Objective at most `target` (solver units), or minimised when None: CP-SAT's answer."""
+    from zbsolve.solvers.cpsat.counted import booleans, counted_terms
     from zbsolve.solvers.cpsat.model import build_model
 
     if target is not None:
         data.horizon = min(data.horizon, target)
-    model, start, objective, _, _ = build_model(data)
+    model, _, objective, _, _ = build_model(data, counted_memory=counted)
     if target is not None:
         model.Add(objective <= target)
-    booleans = add_memory_counts(model, data, start) if counted else 0
+    booleans_used = booleans(counted_terms(data)) if counted else 0
     solver, code, found, seconds = run_cpsat(model, time_limit, workers)
-    return {"target": None if target is None else data.value(target), "counted": counted, "booleans": booleans,
+    return {"target": None if target is None else data.value(target), "counted": counted, "booleans": booleans_used,
             "status": solver.StatusName(code).lower(),
             "value": data.value(int(solver.ObjectiveValue())) if found else None,
             "bound": data.value(int(solver.BestObjectiveBound())) if found else None,

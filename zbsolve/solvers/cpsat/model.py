@@ -11,6 +11,7 @@ from zbsolve.ops import Op
 from zbsolve.solvers.base import BackendResult, SolveInput, joined_notes
 
 from . import mirror, window
+from .counted import add_counted_memory, planned
 from .hints import Derived, add_hint
 from .pairs import Pairs
 
@@ -47,9 +48,10 @@ STATUS = {
 }
 
 
-def build_model(data: SolveInput):
+def build_model(data: SolveInput, counted_memory: bool | None = None):
     """The model, its start variables, objective and pairs, and how every other variable
-    follows from a hinted schedule."""
+    follows from a hinted schedule. `counted_memory` forces the limit's counted form on or
+    off (see `counted`); by default models within its size get it."""
     model = cp_model.CpModel()
     H = data.horizon
     start = {op: model.NewIntVar(data.head[op], H - data.tail[op], f"s{op}") for op in data.ops}
@@ -70,6 +72,9 @@ def build_model(data: SolveInput):
         model.AddNoOverlap(intervals)
     if data.memory_limit is not None:
         _add_memory(model, data, start, end, derived)
+        terms = planned(data, counted_memory)
+        if terms is not None:
+            add_counted_memory(model, data, start, end, derived, terms)
     objective = _add_objective(model, data, start, end, derived)
     return model, start, objective, pairs, derived
 

@@ -1,0 +1,156 @@
+"""The memory limit counted at each F's start, beside the cumulative form (DESIGN §4.2).
+
+Memory rises only when an F starts, so the limit also reads: at each F's start, the
+activations of the F's started by then, less what the B's and W's ended by then have
+released, fit the device's limit. With one Boolean per (F, other op of the device) this is
+linear, and it allows exactly the schedules the cumulative allows. CP-SAT deduces far more
+from it: on 1.5B V-shape 0.5x at P=4 M=6 it proves no schedule reaches 410 ms in 0.05 s
+where the cumulative alone left that open after 60 s (benchmarks/memory_count.py).
+
+Where the model's own edges (dependencies, microbatch order, memory-implied edges) already
+decide whether an op has started or ended by an F's start, the term is a constant: about a
+quarter of the pairs are left to Booleans.
+
+Only small models without F&B pairs get it (`planned`). Measured at 60 s, 2 workers, with
+and without it: 1.5B V-shape 0.5x P=4 M=6 (488 Booleans) optimal in 0.8 s against unknown
+at 4.6% after 60 s; larger models searched worse and proved nothing more: 1.5B single
+placement 1.25x (576 ops, 3,576 Booleans) 1237.83 and 1247.32 ms feasible against both
+objectives proven optimal (1236.54, 1218.52) in 40 and 48 s; V-shape P=8 M=12 and M=16
+839.39 and 1052.52 ms against 837.97 and 1043.88 with the same bound; full-size V-shape
+(14,824 Booleans) 1453.29 against 1453.62, same bound. With pairs the edges decide nothing
+and 14.6B P=4 M=8 took 57.9 s to prove its optimum against 17.3 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from zbsolve.ops import Op
+from zbsolve.solvers.base import SolveInput
+
+from .hints import Derived
+
+MAX_BOOLEANS = 2_000
+# Deciding terms by the edges takes a bitset of n bits per op and a term per (F, op) pair of
+# a device; beyond this many ops the Booleans are counted by formula and none is decided.
+EDGES_UP_TO_OPS = 3_000
+# The edges leave a quarter to a third of the terms open on the standard suite (two thirds on
+# DualPipe's placement); models with more than this many times the cap before deciding are not
+# worth deciding.
+UNDECIDED_SHARE = 8
+
+
+@dataclass(frozen=True)
+class Term:
+    op: Op  # an F that may have started, or a B or W that may have ended, by the F's start
+    amount: int  # memory it adds (F) or, negative, frees (B, W)
+    known: bool | None  # decided by the model's edges; None: a Boolean decides
+
+
+def planned(data: SolveInput, forced: bool | None = None) -> dict[Op, list[Term]] | None:
+    """The counted form's terms for each F when the model should get it: when `forced`, or
+    by default without pairs and within `MAX_BOOLEANS` Booleans."""
+    if forced is False or data.memory_limit is None:
+        return None
+    if forced is None and (data.pair_duration is not None or _undecided_count(data) > UNDECIDED_SHARE * MAX_BOOLEANS):
+        return None
+    terms = counted_terms(data)
+    return terms if forced or booleans(terms) <= MAX_BOOLEANS else None
+
+
+def booleans(terms: dict[Op, list[Term]]) -> int:
+    return sum(term.known is None for found in terms.values() for term in found)
+
+
+def counted_terms(data: SolveInput) -> dict[Op, list[Term]]:
+    """For each F, the terms of its counted limit: every F and every B or W that frees
+    memory on its device, each known to have happened by its start, known not to, or not known."""
+    order = _Order(data) if data.pair_duration is None and len(data.ops) <= EDGES_UP_TO_OPS else None
+    terms: dict[Op, list[Term]] = {}
+    for ops in data.device_ops:
+        forwards = [op for op in ops if op.kind == "F"]
+        releases = [op for op in ops if op.kind != "F" and data.memory_effect[op][1] > 0]
+        for x in forwards:
+            found = [Term(f, data.memory_effect[f][0], _started(data, order, f, x))
+                     for f in forwards if f != x and data.memory_effect[f][0] > 0]
+            found += [Term(r, -data.memory_effect[r][1], _ended(data, order, r, x)) for r in releases]
+            terms[x] = found
+    return terms
+
+
+def add_counted_memory(model: cp_model.CpModel, data: SolveInput, start: dict, end: dict,
+                       derived: Derived, terms: dict[Op, list[Term]]) -> None:
+    for d, ops in enumerate(data.device_ops):
+        for x in (op for op in ops if op.kind == "F"):
+            level = data.memory_effect[x][0]
+            for term in terms[x]:
+                if term.known is not None:
+                    level += term.amount if term.known else 0
+                    continue
+                y = term.op
+                happened = model.NewBoolVar(f"by{x}{y}")
+                if y.kind == "F":  # started strictly before x
+                    model.Add(start[y] + 1 <= start[x]).OnlyEnforceIf(happened)
+                    model.Add(start[y] >= start[x]).OnlyEnforceIf(happened.Not())
+                    derived.append((happened, lambda h, y=y, x=x: int(h.start[y] < h.start[x])))
+                else:  # ended by x's start
+                    model.Add(end[y] <= start[x]).OnlyEnforceIf(happened)
+                    model.Add(end[y] >= start[x] + 1).OnlyEnforceIf(happened.Not())
+                    derived.append((happened, lambda h, y=y, x=x: int(h.end[y] <= h.start[x])))
+                level += term.amount * happened
+            if not isinstance(level, int) or level > data.memory_limit[d]:  # a constant within it adds nothing
+                model.Add(level <= data.memory_limit[d])
+
+
+def _undecided_count(data: SolveInput) -> int:
+    """The Booleans when no term is decided (each F's own B and W end after it)."""
+    total = 0
+    for ops in data.device_ops:
+        forwards = sum(op.kind == "F" for op in ops)
+        releases = sum(op.kind != "F" and data.memory_effect[op][1] > 0 for op in ops)
+        total += forwards * max(0, forwards - 1 + releases) - releases
+    return total
+
+
+class _Order:
+    """Which ops follow which along `before` (every edge the model holds; without pairs, an
+    edge a -> b means b starts no earlier than a ends), as a bitset per op."""
+
+    def __init__(self, data: SolveInput) -> None:
+        self.index = {op: j for j, op in enumerate(data.ops)}
+        self.after = {op: 0 for op in data.ops}
+        for op in reversed(data.topological):
+            for pred, _ in data.before[op]:
+                self.after[pred] |= self.after[op] | (1 << self.index[op])
+
+    def reaches(self, a: Op, b: Op) -> bool:
+        return bool(self.after[a] >> self.index[b] & 1)
+
+
+def _own(release: Op, forward: Op) -> bool:
+    return Op("F", release.pipe, release.stage, release.microbatch) == forward
+
+
+def _started(data: SolveInput, order: _Order | None, f: Op, x: Op) -> bool | None:
+    """Whether F f starts strictly before F x in every schedule of the model."""
+    if order is None:
+        return None
+    if order.reaches(x, f):
+        return False
+    if order.reaches(f, x) and data.duration[f] > 0:
+        return True
+    return None
+
+
+def _ended(data: SolveInput, order: _Order | None, r: Op, x: Op) -> bool | None:
+    """Whether B or W r ends by F x's start in every schedule of the model (x's own end
+    after it: they follow its end, and one of the two takes time)."""
+    if order is None:
+        return False if _own(r, x) else None
+    if order.reaches(r, x):
+        return True
+    if order.reaches(x, r) and data.duration[x] + data.duration[r] > 0:
+        return False
+    return None
