@@ -30,11 +30,15 @@ def test_the_model_edges_decide_most_terms():
     assert known[Op("B", 0, 0, 1)] is True and known[Op("B", 0, 0, 2)] is None
 
 
-def test_only_models_within_the_boolean_cap_get_the_counted_form():
-    assert planned(_input(uniform(4, 8, memory="1x"))) is not None
-    assert planned(_input(uniform(4, 8, memory="1x")), forced=False) is None
-    assert planned(_input(uniform(4, 8))) is None  # no memory limit
-    assert planned(_input(uniform(32, 128, memory="1x"))) is None  # 12,288 ops: over the cap
+def test_only_small_models_of_several_stages_per_device_without_pairs_get_the_counted_form():
+    vshape = uniform(4, 8, memory="1x", placement="vshape")
+    assert planned(_input(vshape)) is not None
+    assert planned(_input(vshape), forced=False) is None
+    assert planned(_input(uniform(4, 8, placement="vshape"))) is None  # no memory limit
+    assert planned(_input(uniform(4, 8, memory="1x"))) is None  # one stage per device
+    assert planned(_input(uniform(4, 8, memory="1x")), forced=True) is not None
+    assert planned(_input(uniform(4, 8, memory="2x", placement="bidirectional", fb_overlap=2.4))) is None
+    assert planned(_input(uniform(8, 48, memory="1x", placement="vshape"))) is None  # over the cap
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])

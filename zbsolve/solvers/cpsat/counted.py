@@ -11,14 +11,19 @@ Where the model's own edges (dependencies, microbatch order, memory-implied edge
 decide whether an op has started or ended by an F's start, the term is a constant: about a
 quarter of the pairs are left to Booleans.
 
-Only small models without F&B pairs get it (`planned`). Measured at 60 s, 2 workers, with
-and without it: 1.5B V-shape 0.5x P=4 M=6 (488 Booleans) optimal in 0.8 s against unknown
-at 4.6% after 60 s; larger models searched worse and proved nothing more: 1.5B single
-placement 1.25x (576 ops, 3,576 Booleans) 1237.83 and 1247.32 ms feasible against both
-objectives proven optimal (1236.54, 1218.52) in 40 and 48 s; V-shape P=8 M=12 and M=16
-839.39 and 1052.52 ms against 837.97 and 1043.88 with the same bound; full-size V-shape
-(14,824 Booleans) 1453.29 against 1453.62, same bound. With pairs the edges decide nothing
-and 14.6B P=4 M=8 took 57.9 s to prove its optimum against 17.3 s.
+Only small models without F&B pairs whose devices hold several stages get it (`planned`).
+Measured at 60 s, 2 workers, with and without it, on 1.5B costs unless noted: V-shape 0.5x
+P=4 M=6 (488 Booleans) optimal in 0.8 s against unknown at 4.6% after 60 s, P=4 M=8
+optimal in 4.6 s against 7.3%, P=4 M=12 the same schedule with CP-SAT's bound at 742.70
+against 676.28 ms; 6.2B P=4 M=6 optimal in 1.6 s against unknown; interleaved:2 0.5x P=4
+M=8 optimal in 1.1 s against 18.5 s; DualPipe's placement at 0.75x P=4 M=8 optimal in 4.1 s
+against unknown. With one stage per device it slowed the search: 0.75x P=4 M=16 not
+proven against proven in 58.4 s, P=8 M=16 proven in 35.8 s against 6.1 s, 1.25x P=8 M=24
+(3,576 Booleans) both objectives feasible against proven in 40 and 48 s. Larger V-shapes
+searched worse and proved nothing more: P=8 M=12 and M=16 839.39 and 1052.52 ms against
+837.97 and 1043.88 with the same bound; full size (14,824 Booleans) 1453.29 against
+1453.62. With pairs the edges decide nothing, and 14.6B P=4 M=8 took 57.9 s to prove its
+optimum against 17.3 s.
 """
 
 from __future__ import annotations
@@ -51,10 +56,11 @@ class Term:
 
 def planned(data: SolveInput, forced: bool | None = None) -> dict[Op, list[Term]] | None:
     """The counted form's terms for each F when the model should get it: when `forced`, or
-    by default without pairs and within `MAX_BOOLEANS` Booleans."""
+    by default on devices of several stages, without pairs, within `MAX_BOOLEANS` Booleans."""
     if forced is False or data.memory_limit is None:
         return None
-    if forced is None and (data.pair_duration is not None or _undecided_count(data) > UNDECIDED_SHARE * MAX_BOOLEANS):
+    if forced is None and (data.pair_duration is not None or _undecided_count(data) > UNDECIDED_SHARE * MAX_BOOLEANS
+                           or all(len(data.forward_chains(d)) < 2 for d in range(len(data.device_ops)))):
         return None
     terms = counted_terms(data)
     return terms if forced or booleans(terms) <= MAX_BOOLEANS else None
