@@ -91,7 +91,8 @@ def quick() -> list[Instance]:
 def bound_gap() -> list[Instance]:
     """Smaller instances of the families whose standard-suite gaps stay above 3% (V-shape at
     0.5x, F&B pairs), same per-rank costs: small enough that CP-SAT can prove some optima."""
-    vshape = [("zb-1.5b", 4, 4), ("zb-6.2b", 4, 4), ("zb-1.5b", 4, 6), ("zb-1.5b", 8, 12), ("zb-1.5b", 8, 16)]
+    vshape = [("zb-1.5b", 4, 4), ("zb-6.2b", 4, 4), ("zb-1.5b", 4, 6), ("zb-1.5b", 4, 8), ("zb-1.5b", 4, 12),
+              ("zb-1.5b", 8, 12), ("zb-1.5b", 8, 16)]
     pairs = [("zb-1.5b", 36.756, 4, 8), ("zb-1.5b", 36.756, 8, 8), ("zb-14.6b", 24.582, 4, 8),
              ("zb-1.5b", 36.756, 4, 12)]
     found = [Instance("vshape", f"{model} vshape 0.5x P={P} M={M}",
