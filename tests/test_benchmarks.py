@@ -153,6 +153,7 @@ def test_periodic_study_proves_and_builds_periods(tmp_path):
     ("workers.py", ["run", "--workers", "0"], "workers must be an integer >= 1"),
     ("one_device.py", ["zb-1.5b vshape 0.5x", "--time-limit", "-1"], "time limit must be a positive number"),
     ("periodic.py", ["zb-1.5b vshape 0.5x", "--workers", "0"], "workers must be an integer >= 1"),
+    ("counted_memory.py", ["--time-limit", "-1"], "time limit must be a positive number"),
 ])
 def test_bad_solver_options_are_refused_before_anything_is_written(tmp_path, script, options, said):
     # A bad limit used to reach every instance's solve, fail there, and overwrite the results
@@ -215,3 +216,16 @@ def test_memory_counted_at_each_forward_keeps_every_optimum(problem):
     event(f"counted {found['status']}, plain {'proven' if optimum is not None else 'not proven'}")
     if optimum is not None and found["status"] == "optimal":
         assert found["value"] == pytest.approx(optimum)
+
+
+def test_the_counted_memory_study_describes_its_instances():
+    # The Booleans each instance's counted form needs, and whether zbsolve adds it by itself:
+    # on devices of several stages, not on single placement.
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.counted_memory import INSTANCES, describe
+
+    rows = {row["instance"]: row for row in map(describe, range(len(INSTANCES)))}
+    assert (rows["1.5B V-shape 0.5x P=4 M=6"]["ops"], rows["1.5B V-shape 0.5x P=4 M=6"]["booleans"]) == (144, 488)
+    assert [name for name, row in rows.items() if not row["by_default"]] == [
+        "1.5B single 0.75x P=4 M=16", "1.5B single 0.75x P=8 M=16"]

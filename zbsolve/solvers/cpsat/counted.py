@@ -12,14 +12,16 @@ decide whether an op has started or ended by an F's start, the term is a constan
 quarter of the pairs are left to Booleans.
 
 Only small models without F&B pairs whose devices hold several stages get it (`planned`).
-Measured at 60 s, 2 workers, with and without it, on 1.5B costs unless noted: V-shape 0.5x
+Measured at 60 s, 2 workers, with and without it (benchmarks/counted_memory.py and one-off
+runs), on 1.5B costs unless noted: V-shape 0.5x
 P=4 M=6 (488 Booleans) optimal in 0.8 s against unknown at 4.6% after 60 s, P=4 M=8
 optimal in 4.6 s against 7.3%, P=4 M=12 the same schedule with CP-SAT's bound at 742.70
 against 676.28 ms; 6.2B P=4 M=6 optimal in 1.6 s against unknown; interleaved:2 0.5x P=4
 M=8 optimal in 1.1 s against 18.5 s; DualPipe's placement at 0.75x P=4 M=8 optimal in 4.1 s
-against unknown. With one stage per device it slowed the search: 0.75x P=4 M=16 not
-proven against proven in 58.4 s, P=8 M=16 proven in 35.8 s against 6.1 s, 1.25x P=8 M=24
-(3,576 Booleans) both objectives feasible against proven in 40 and 48 s. Larger V-shapes
+against unknown. With one stage per device it did not pay: 0.75x P=8 M=16 proven in 35.8 and
+39.0 s against 6.1 and 6.2 s; P=4 M=16 once each way (proven in 23.2 s against unproven,
+unproven against proven in 58.4 s); 1.25x P=8 M=24 (3,576 Booleans) both objectives
+feasible against proven in 40 and 48 s. Larger V-shapes
 searched worse and proved nothing more: P=8 M=12 and M=16 839.39 and 1052.52 ms against
 837.97 and 1043.88 with the same bound; full size (14,824 Booleans) 1453.29 against
 1453.62. With pairs the edges decide nothing (every term a Boolean) and no gain was seen:
