@@ -91,26 +91,26 @@ def counted_terms(data: SolveInput) -> dict[Op, list[Term]]:
 
 def add_counted_memory(model: cp_model.CpModel, data: SolveInput, start: dict, end: dict,
                        derived: Derived, terms: dict[Op, list[Term]]) -> None:
-    for d, ops in enumerate(data.device_ops):
-        for x in (op for op in ops if op.kind == "F"):
-            level = data.memory_effect[x][0]
-            for term in terms[x]:
-                if term.known is not None:
-                    level += term.amount if term.known else 0
-                    continue
-                y = term.op
-                happened = model.NewBoolVar(f"by{x}{y}")
-                if y.kind == "F":  # started strictly before x
-                    model.Add(start[y] + 1 <= start[x]).OnlyEnforceIf(happened)
-                    model.Add(start[y] >= start[x]).OnlyEnforceIf(happened.Not())
-                    derived.append((happened, lambda h, y=y, x=x: int(h.start[y] < h.start[x])))
-                else:  # ended by x's start
-                    model.Add(end[y] <= start[x]).OnlyEnforceIf(happened)
-                    model.Add(end[y] >= start[x] + 1).OnlyEnforceIf(happened.Not())
-                    derived.append((happened, lambda h, y=y, x=x: int(h.end[y] <= h.start[x])))
-                level += term.amount * happened
-            if not isinstance(level, int) or level > data.memory_limit[d]:  # a constant within it adds nothing
-                model.Add(level <= data.memory_limit[d])
+    for x, found in terms.items():
+        limit = data.memory_limit[data.graph.device(x)]
+        level = data.memory_effect[x][0]
+        for term in found:
+            if term.known is not None:
+                level += term.amount * term.known
+                continue
+            y = term.op
+            happened = model.NewBoolVar(f"by{x}{y}")
+            if y.kind == "F":  # started strictly before x
+                model.Add(start[y] + 1 <= start[x]).OnlyEnforceIf(happened)
+                model.Add(start[y] >= start[x]).OnlyEnforceIf(happened.Not())
+                derived.append((happened, lambda h, y=y, x=x: int(h.start[y] < h.start[x])))
+            else:  # ended by x's start
+                model.Add(end[y] <= start[x]).OnlyEnforceIf(happened)
+                model.Add(end[y] >= start[x] + 1).OnlyEnforceIf(happened.Not())
+                derived.append((happened, lambda h, y=y, x=x: int(h.end[y] <= h.start[x])))
+            level += term.amount * happened
+        if not isinstance(level, int) or level > limit:  # a constant within the limit adds nothing
+            model.Add(level <= limit)
 
 
 def _undecided_count(data: SolveInput) -> int:
@@ -125,17 +125,17 @@ def _undecided_count(data: SolveInput) -> int:
 
 class _Order:
     """Which ops follow which along `before` (every edge the model holds; without pairs, an
-    edge a -> b means b starts no earlier than a ends), as a bitset per op."""
+    edge a -> b means b starts no earlier than a ends), as a bitset per op over `data.rank`."""
 
     def __init__(self, data: SolveInput) -> None:
-        self.index = {op: j for j, op in enumerate(data.ops)}
+        self.rank = data.rank
         self.after = {op: 0 for op in data.ops}
         for op in reversed(data.topological):
             for pred, _ in data.before[op]:
-                self.after[pred] |= self.after[op] | (1 << self.index[op])
+                self.after[pred] |= self.after[op] | (1 << self.rank[op])
 
     def reaches(self, a: Op, b: Op) -> bool:
-        return bool(self.after[a] >> self.index[b] & 1)
+        return bool(self.after[a] >> self.rank[b] & 1)
 
 
 def _own(release: Op, forward: Op) -> bool:
