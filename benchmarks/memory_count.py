@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
-from benchmarks.study import chosen_problem, one_instance_arguments, run_cpsat, write_study  # noqa: E402
+from benchmarks.study import chosen_problem, one_instance_arguments, positive_values, run_cpsat, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -68,7 +68,7 @@ def main() -> int:
         print(f"{args.instance!r}: only the makespan with a memory limit and without F&B pairs is counted here",
               file=sys.stderr)
         return 2
-    targets = _targets(args.targets)
+    targets = positive_values(args.targets)
     if targets is None or not (targets or args.minimize):
         print("--targets: positive values separated by commas (or --minimize)", file=sys.stderr)
         return 2
@@ -93,14 +93,6 @@ def main() -> int:
         print(rows[-1]["status"], rows[-1]["value"], flush=True)
     write_study(args.out, "memory_count", {"settings": settings, "rows": rows}, report(settings, rows))
     return 0
-
-
-def _targets(text: str) -> list[float] | None:
-    try:
-        found = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        return None
-    return found if all(t > 0 for t in found) else None
 
 
 def report(settings: dict, rows: list[dict]) -> str:

@@ -1,16 +1,24 @@
-"""How far one-device reasoning can lift the lower bound: each device's relaxation, by CP-SAT.
+"""How far reasoning about one device, or a few together, can lift the lower bound, by CP-SAT.
 
-    python benchmarks/one_device.py INSTANCE [--suite standard] [--devices 0,7]
+    python benchmarks/one_device.py INSTANCE [--suite standard] [--devices 0 7 6,7]
+                                    [--counted] [--targets 530,531.5]
                                     [--time-limit 180] [--workers 2] [--out benchmarks/one_device]
 
-The relaxation of device d keeps d's ops, their no-overlap and d's memory limit, and reduces
-every other op to the least delay it imposes: between two ops of d, the longest path through
-the dependencies, microbatch order and memory-implied edges that zbsolve derives (the graph
-its bounds use), and each op of d keeps its head (earliest start) and tail (least time to the
-end after its start). The optimal schedule that keeps those implied edges is a schedule of
-the relaxation, no longer, so the relaxation's optimum bounds the problem's. Where CP-SAT
-finds a relaxation schedule as short as zbsolve's static bound, no argument about device d
-alone can raise that bound. Makespan objective, no F&B pairs. Writes DIR/one_device.md and .json.
+The relaxation of a set of devices keeps their ops, each device's no-overlap and memory
+limit, and reduces every other op to the least delay it imposes: between two kept ops, the
+longest path through the dependencies, microbatch order and memory-implied edges that
+zbsolve derives (the graph its bounds use), and each kept op keeps its head (earliest start)
+and tail (least time to the end after its start). The optimal schedule that keeps those
+implied edges is a schedule of the relaxation, no longer, so the relaxation's optimum bounds
+the problem's. Where CP-SAT finds a relaxation schedule as short as zbsolve's static bound,
+no argument about those devices alone can raise that bound.
+
+Each `--devices` argument is one relaxation: the devices it lists, separated by commas, are
+kept together (default: each device alone). `--counted` adds the memory limit counted at
+each F's start (`zbsolve/solvers/cpsat/counted.py`) on the kept devices. With `--targets`
+each relaxation is asked for a schedule no longer than each target instead of minimised:
+*infeasible* proves the problem's optimum exceeds the target. Makespan objective, no F&B
+pairs. Writes DIR/one_device.md and .json.
 """
 
 from __future__ import annotations
@@ -22,60 +30,85 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
-from benchmarks.study import chosen_problem, one_instance_arguments, run_cpsat, write_study  # noqa: E402
+from benchmarks.study import chosen_problem, one_instance_arguments, positive_values, run_cpsat, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
 
-def relax_device(data, paths, device: int, time_limit: float, workers: int) -> dict:
-    """Solve device `device`'s relaxation (`paths`: the bounds' `_Paths` of `data`); its best
-    value, proven bound and status, in problem units."""
+def relax(data, paths, devices: list[int], counted: bool, target: int | None, time_limit: float,
+          workers: int) -> dict:
+    """Solve the relaxation that keeps `devices` (`paths`: the bounds' `_Paths` of `data`),
+    with the memory limit also counted at each F's start when `counted`: minimise its
+    makespan, or with a `target` (solver units) ask for a schedule no longer. Its status,
+    best value and proven bound, in problem units."""
     from ortools.sat.python import cp_model
 
-    from zbsolve.ops import Op
     from zbsolve.solvers.bounds import UNREACHED
+    from zbsolve.solvers.cpsat.counted import add_counted_memory, counted_terms
 
-    ops = data.device_ops[device]
+    ops = [op for device in devices for op in data.device_ops[device]]
     model = cp_model.CpModel()
     start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
+    end = {op: start[op] + data.duration[op] for op in ops}
     for a in ops:
         reach = paths.longest_from(a)
         for b in ops:
             delay = reach[paths.index[b]]
             if b != a and delay != UNREACHED:
                 model.Add(start[b] >= start[a] + delay)
-    model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}") for op in ops])
+    for device in devices:
+        model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
+                            for op in data.device_ops[device]])
     if data.memory_limit is not None:
-        intervals, demands = [], []
-        for f in (op for op in ops if op.kind == "F"):
-            activation = data.memory_effect[f][0]
-            if data.split:
-                w = Op("W", f.pipe, f.stage, f.microbatch)
-                held = [(Op("B", f.pipe, f.stage, f.microbatch), activation - data.memory_effect[w][1]),
-                        (w, data.memory_effect[w][1])]
-            else:
-                held = [(Op("BW", f.pipe, f.stage, f.microbatch), activation)]
-            for release, amount in held:
-                if amount > 0:
-                    end = start[release] + data.duration[release]
-                    size = model.NewIntVar(0, data.horizon, f"m{f}{release.kind}")
-                    intervals.append(model.NewIntervalVar(start[f], size, end, f"mem{f}{release.kind}"))
-                    demands.append(amount)
-        model.AddCumulative(intervals, demands, data.memory_limit[device])
-    makespan = model.NewIntVar(0, data.horizon, "makespan")
+        for device in devices:
+            _add_memory(model, data, device, start, end)
+        if counted:  # the terms the model's edges decide stay decided: those edges are among the delays
+            terms = {f: found for f, found in counted_terms(data).items() if data.graph.device(f) in devices}
+            add_counted_memory(model, data, start, end, [], terms)
+    makespan = model.NewIntVar(0, data.horizon if target is None else target, "makespan")
     for op in ops:
         model.Add(makespan >= start[op] + data.tail[op])
     model.Minimize(makespan)
     solver, code, found, seconds = run_cpsat(model, time_limit, workers)
-    return {"device": device, "ops": len(ops), "status": solver.StatusName(code).lower(),
+    status = solver.StatusName(code).lower()
+    if target is not None and status == "optimal":
+        status = "feasible"  # a schedule within the target; its optimum is not the question
+    return {"devices": devices, "counted": counted, "ops": len(ops),
+            "target": None if target is None else data.value(target), "status": status,
             "best": data.value(solver.ObjectiveValue()) if found else None,
             "bound": data.value(solver.BestObjectiveBound()) if found else None,
             "seconds": seconds}
 
 
+def _add_memory(model, data, device: int, start: dict, end: dict) -> None:
+    """The device's memory limit as a cumulative: each activation held from its F's start to
+    its B's end, the residual to its W's end (BW's end when the backward is fused)."""
+    from zbsolve.ops import Op
+
+    intervals, demands = [], []
+    for f in (op for op in data.device_ops[device] if op.kind == "F"):
+        activation = data.memory_effect[f][0]
+        if data.split:
+            w = Op("W", f.pipe, f.stage, f.microbatch)
+            held = [(Op("B", f.pipe, f.stage, f.microbatch), activation - data.memory_effect[w][1]),
+                    (w, data.memory_effect[w][1])]
+        else:
+            held = [(Op("BW", f.pipe, f.stage, f.microbatch), activation)]
+        for release, amount in held:
+            if amount > 0:
+                size = model.NewIntVar(0, data.horizon, f"m{f}{release.kind}")
+                intervals.append(model.NewIntervalVar(start[f], size, end[release], f"mem{f}{release.kind}"))
+                demands.append(amount)
+    model.AddCumulative(intervals, demands, data.memory_limit[device])
+
+
 def main() -> int:
-    parser = one_instance_arguments(__doc__, HERE / "one_device", 180.0, "device")
-    parser.add_argument("--devices", help="comma-separated devices (default: all)")
+    parser = one_instance_arguments(__doc__, HERE / "one_device", 180.0, "relaxation")
+    parser.add_argument("--devices", nargs="+", help="one relaxation per argument: its devices, separated by commas "
+                                                     "(default: each device alone)")
+    parser.add_argument("--counted", action="store_true", help="also count memory at each F's start")
+    parser.add_argument("--targets", default="", help="ask for schedules no longer than these, separated by commas "
+                                                      "(default: minimise)")
     args = parsed(parser)
     from zbsolve.ops import OpGraph
     from zbsolve.solvers.base import build_input
@@ -87,47 +120,60 @@ def main() -> int:
     if problem.objective != "makespan" or problem.fb_overlap is not None:
         print(f"{args.instance!r}: only the makespan objective without F&B pairs is relaxed here", file=sys.stderr)
         return 2
-    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
-    devices = _devices(args.devices, problem.devices)
-    if devices is None:
-        print(f"--devices: give device numbers from 0 to {problem.devices - 1}, separated by commas",
-              file=sys.stderr)
+    groups = _groups(args.devices, problem.devices)
+    targets = positive_values(args.targets)
+    if groups is None or targets is None:
+        print(f"--devices: device numbers from 0 to {problem.devices - 1}, separated by commas within one "
+              "relaxation; --targets: positive values separated by commas", file=sys.stderr)
         return 2
-    static = data.value(data.lower_bound())
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    static = data.lower_bound()
+    per_unit = static / data.value(static)
     settings = {"instance": args.instance, "suite": args.suite, "time_limit_s": args.time_limit,
-                "workers": args.workers, "static_bound": static, "date": time.strftime("%Y-%m-%d %H:%M"),
-                "machine": machine()}
-    paths, rows = _Paths(data), []  # the longest paths, once for every device
-    for device in devices:
-        print(f"device {device} ...", end=" ", flush=True)
-        rows.append(relax_device(data, paths, device, args.time_limit, args.workers))
-        print(f"{rows[-1]['status']}: best {rows[-1]['best']}, bound {rows[-1]['bound']}", flush=True)
-    write_study(args.out, "one_device", {"settings": settings, "devices": rows}, report(settings, rows))
+                "workers": args.workers, "counted": args.counted, "static_bound": data.value(static),
+                "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
+    paths, rows = _Paths(data), []  # the longest paths, once for every relaxation
+    for devices in groups:
+        for target in targets or [None]:
+            asked = "" if target is None else f", at most {target:g}"
+            print(f"devices {','.join(map(str, devices))}{asked} ...", end=" ", flush=True)
+            rows.append(relax(data, paths, devices, args.counted, None if target is None else int(target * per_unit),
+                              args.time_limit, args.workers))
+            print(f"{rows[-1]['status']}: best {rows[-1]['best']}, bound {rows[-1]['bound']}", flush=True)
+    write_study(args.out, "one_device", {"settings": settings, "relaxations": rows}, report(settings, rows))
     return 0
 
 
-def _devices(text: str | None, count: int) -> list[int] | None:
-    """The devices `--devices` names (all when not given); None when it names anything else."""
-    if not text:
-        return list(range(count))
-    parts = text.split(",")
-    if not all(part.strip().isdigit() and int(part) < count for part in parts):
-        return None
-    return [int(part) for part in parts]
+def _groups(given: list[str] | None, count: int) -> list[list[int]] | None:
+    """The relaxations `--devices` names (each device alone when not given); None when it
+    names anything else."""
+    if not given:
+        return [[d] for d in range(count)]
+    groups = []
+    for text in given:
+        parts = [part.strip() for part in text.split(",")]
+        if not all(part.isdigit() and int(part) < count for part in parts):
+            return None
+        groups.append(sorted({int(part) for part in parts}))
+    return groups
 
 
 def report(settings: dict, rows: list[dict]) -> str:
-    """The markdown table of the devices' relaxations."""
+    """The markdown table of the relaxations."""
+    memory = "and the memory limit also counted at each F's start" if settings["counted"] else "cumulative memory only"
     lines = [
-        f"# One-device relaxations of {settings['instance']}", "",
-        f"Suite `{settings['suite']}`, CP-SAT, {settings['workers']} worker(s), {settings['time_limit_s']:g} s per "
-        f"device; {ran_on(settings)}. zbsolve's static bound: {_fmt(settings['static_bound'])}.", "",
-        "*best*: the shortest relaxation schedule found, so the relaxation's optimum is at most this; "
-        "*bound*: what CP-SAT proved, so the optimum is at least this.", "",
+        f"# Device relaxations of {settings['instance']}", "",
+        f"Suite `{settings['suite']}`, {memory}, CP-SAT, {settings['workers']} worker(s), "
+        f"{settings['time_limit_s']:g} s per relaxation; {ran_on(settings)}. zbsolve's static bound: "
+        f"{_fmt(settings['static_bound'])}.", "",
+        "*at most*: CP-SAT asked for a relaxation schedule no longer (*infeasible*: proven that none exists, so "
+        "the problem's optimum is longer); *-*: minimised. *best*: the shortest relaxation schedule found, so the "
+        "relaxation's optimum is at most this; *bound*: what CP-SAT proved, so the optimum is at least this.", "",
     ]
-    cells = [[r["device"], r["ops"], _fmt(r["best"]) if r["best"] is not None else "-",
-              _fmt(r["bound"]) if r["bound"] is not None else "-", r["status"], r["seconds"]] for r in rows]
-    lines += markdown_table(["device", "ops", "best", "bound", "status", "seconds"], cells)
+    cells = [[",".join(map(str, r["devices"])), r["ops"], _fmt(r["target"]) if r["target"] is not None else "-",
+              r["status"], _fmt(r["best"]) if r["best"] is not None else "-",
+              _fmt(r["bound"]) if r["bound"] is not None else "-", r["seconds"]] for r in rows]
+    lines += markdown_table(["devices", "ops", "at most", "status", "best", "bound", "seconds"], cells)
     return "\n".join(lines) + "\n"
 
 

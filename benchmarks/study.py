@@ -34,6 +34,16 @@ def chosen_problem(suite: str, name: str):
     return chosen[0].build()
 
 
+def positive_values(text: str) -> list[float] | None:
+    """The numbers in a comma-separated option (none when it is empty); None unless each is
+    a positive number."""
+    try:
+        found = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        return None
+    return found if all(value > 0 for value in found) else None
+
+
 def run_cpsat(model, time_limit: float, workers: int):
     """CP-SAT on `model` within the limit: the solver, its status code, whether a solution
     was found, and the seconds it took."""

@@ -114,15 +114,33 @@ def test_bound_gap_study_measures_the_static_bound_against_a_proven_optimum(tmp_
 def test_one_device_relaxation_study_reaches_the_static_bound(tmp_path):
     # 1.5B V at 0.5x, P=4 M=4: the middle device's relaxation has the static bound (and the
     # problem's optimum, 308.7205) as its optimum; the outer device's is shorter.
-    found = _run_study("one_device", tmp_path, "--devices", "0,3")
+    found = _run_study("one_device", tmp_path, "--devices", "0", "3")
     assert found["settings"]["static_bound"] == pytest.approx(308.7205)
-    outer, middle = found["devices"]
+    outer, middle = found["relaxations"]
     assert (middle["status"], middle["best"], middle["bound"]) == ("optimal", pytest.approx(308.7205),
                                                                    pytest.approx(308.7205))
     assert (outer["status"], outer["best"]) == ("optimal", pytest.approx(272.6905))
-    assert "| 3 | 24 | 308.721 | 308.721 | optimal |" in (tmp_path / "one_device.md").read_text()
+    assert "| 3 | 24 | - | optimal | 308.721 | 308.721 |" in (tmp_path / "one_device.md").read_text()
     _refused("one_device", tmp_path, (["zb-1.5b 1x span"], "only the makespan objective"),
-             (["zb-1.5b vshape 0.5x", "--devices", "8"], "from 0 to 7"))
+             (["zb-1.5b vshape 0.5x", "--devices", "8"], "from 0 to 7"),
+             (["zb-1.5b vshape 0.5x", "--devices", "1,x"], "from 0 to 7"),
+             (["zb-1.5b vshape 0.5x", "--targets", "-3"], "positive values"))
+
+
+def test_two_devices_with_counted_memory_prove_what_one_cannot(tmp_path):
+    # 1.5B V at 0.5x, P=4 M=6: optimum 420.1165 ms, static bound 400.611. Device 3 alone, with
+    # the memory limit counted at each F's start, has a relaxation optimum of 413.1835; kept
+    # together with device 2 it has no schedule within 420, while it must keep one within
+    # 420.2 (the optimal schedule's own), or the relaxation would cut off the optimum.
+    found = _run_study("one_device", tmp_path, "--devices", "3", "2,3", "--counted", "--targets", "420,420.2",
+                       instance="zb-1.5b vshape 0.5x P=4 M=6")
+    alone, alone_above, pair, pair_above = found["relaxations"]
+    for row in (alone, alone_above):
+        assert (row["devices"], row["status"]) == ([3], "feasible")
+        assert row["best"] == row["bound"] == pytest.approx(413.1835)
+    assert (pair["devices"], pair["target"], pair["status"]) == ([2, 3], 420, "infeasible")
+    assert pair_above["status"] == "feasible" and 420 < pair_above["best"] <= 420.1165 + 1e-9
+    assert "| 2,3 | 72 | 420 | infeasible | - | - |" in (tmp_path / "one_device.md").read_text()
 
 
 def test_periodic_study_proves_and_builds_periods(tmp_path):
@@ -166,9 +184,10 @@ def test_bad_solver_options_are_refused_before_anything_is_written(tmp_path, scr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"] and before.read_text() == "{}"
 
 
-def _run_study(name: str, out: Path, *options: str) -> dict:
-    """benchmarks/NAME.py on 1.5B V-shape 0.5x at P=4 M=4, one worker; its JSON."""
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "zb-1.5b vshape 0.5x P=4 M=4",
+def _run_study(name: str, out: Path, *options: str, instance: str = "zb-1.5b vshape 0.5x P=4 M=4") -> dict:
+    """benchmarks/NAME.py on an instance of the bound-gap suite (1.5B V-shape 0.5x at P=4 M=4
+    unless named), one worker; its JSON."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), instance,
                            "--suite", "bound-gap", *options, "--time-limit", "30", "--workers", "1", "--out",
                            str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
