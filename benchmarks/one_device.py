@@ -45,6 +45,7 @@ def relax(data, paths, devices: list[int], counted: bool, target: int | None, ti
 
     from zbsolve.solvers.bounds import UNREACHED
     from zbsolve.solvers.cpsat.counted import add_counted_memory, counted_terms
+    from zbsolve.solvers.cpsat.model import _add_memory
 
     ops = [op for device in devices for op in data.device_ops[device]]
     model = cp_model.CpModel()
@@ -60,8 +61,7 @@ def relax(data, paths, devices: list[int], counted: bool, target: int | None, ti
         model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
                             for op in data.device_ops[device]])
     if data.memory_limit is not None:
-        for device in devices:
-            _add_memory(model, data, device, start, end)
+        _add_memory(model, data, start, end, [], devices)  # zbsolve's own cumulative, on the kept devices
         if counted:  # the terms the model's edges decide stay decided: those edges are among the delays
             terms = {f: found for f, found in counted_terms(data).items() if data.graph.device(f) in devices}
             add_counted_memory(model, data, start, end, [], terms)
@@ -78,28 +78,6 @@ def relax(data, paths, devices: list[int], counted: bool, target: int | None, ti
             "best": data.value(solver.ObjectiveValue()) if found else None,
             "bound": data.value(solver.BestObjectiveBound()) if found else None,
             "seconds": seconds}
-
-
-def _add_memory(model, data, device: int, start: dict, end: dict) -> None:
-    """The device's memory limit as a cumulative: each activation held from its F's start to
-    its B's end, the residual to its W's end (BW's end when the backward is fused)."""
-    from zbsolve.ops import Op
-
-    intervals, demands = [], []
-    for f in (op for op in data.device_ops[device] if op.kind == "F"):
-        activation = data.memory_effect[f][0]
-        if data.split:
-            w = Op("W", f.pipe, f.stage, f.microbatch)
-            held = [(Op("B", f.pipe, f.stage, f.microbatch), activation - data.memory_effect[w][1]),
-                    (w, data.memory_effect[w][1])]
-        else:
-            held = [(Op("BW", f.pipe, f.stage, f.microbatch), activation)]
-        for release, amount in held:
-            if amount > 0:
-                size = model.NewIntVar(0, data.horizon, f"m{f}{release.kind}")
-                intervals.append(model.NewIntervalVar(start[f], size, end[release], f"mem{f}{release.kind}"))
-                demands.append(amount)
-    model.AddCumulative(intervals, demands, data.memory_limit[device])
 
 
 def main() -> int:

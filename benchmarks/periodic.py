@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
-from benchmarks.study import chosen_problem, one_instance_arguments, write_study  # noqa: E402
+from benchmarks.study import chosen_problem, one_instance_arguments, positive_values, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -143,7 +143,7 @@ def main() -> int:
         print(f"{args.instance!r}: only one-pipe placements without F&B pairs repeat a block here",
               file=sys.stderr)
         return 2
-    factors = _factors(args.periods)
+    factors = positive_values(args.periods) or None  # none given is refused too
     if factors is None or args.block < 1 or problem.microbatches % args.block:
         print(f"--periods: positive factors separated by commas; --block: a divisor of the "
               f"{problem.microbatches} microbatches", file=sys.stderr)
@@ -162,14 +162,6 @@ def main() -> int:
         print(f"{rows[-1]['status']}, value {rows[-1]['value']}", flush=True)
     write_study(args.out, "periodic", {"settings": settings, "periods": rows}, report(settings, rows))
     return 0
-
-
-def _factors(text: str) -> list[float] | None:
-    try:
-        found = [float(part) for part in text.split(",")]
-    except ValueError:
-        return None
-    return found if found and all(f > 0 for f in found) else None
 
 
 def report(settings: dict, rows: list[dict]) -> str:

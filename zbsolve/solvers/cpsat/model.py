@@ -106,12 +106,13 @@ def _occupancy(model, data: SolveInput, start, pairs: Pairs | None, derived: Der
     return end, device_intervals
 
 
-def _add_memory(model, data: SolveInput, start, end, derived: Derived) -> None:
-    """Activation held from F's start to B's end, residual until W's end (DESIGN §4.2)."""
+def _add_memory(model, data: SolveInput, start, end, derived: Derived, devices: list[int] | None = None) -> None:
+    """Activation held from F's start to B's end, residual until W's end (DESIGN §4.2), on
+    `devices` (default: all; a relaxation may keep only some)."""
     H = data.horizon
-    for d, ops in enumerate(data.device_ops):
+    for d in range(len(data.device_ops)) if devices is None else devices:
         intervals, demands = [], []
-        for op in ops:
+        for op in data.device_ops[d]:
             if op.kind != "F":
                 continue
             activation, _ = data.memory_effect[op]
