@@ -4,7 +4,8 @@
                                     [--counted] [--targets 530,531.5]
                                     [--time-limit 180] [--workers 2] [--out benchmarks/one_device]
 
-The relaxation of a set of devices keeps their ops, each device's no-overlap and memory
+The relaxation of a set of devices (zbsolve's own, `zbsolve/solvers/cpsat/relaxed.py`, whose
+bound phase asks it of one device at a time) keeps their ops, each device's no-overlap and memory
 limit, and reduces every other op to the least delay it imposes: between two kept ops, the
 longest path through the dependencies, microbatch order and memory-implied edges that
 zbsolve derives (the graph its bounds use), and each kept op keeps its head (earliest start)
@@ -37,43 +38,20 @@ HERE = Path(__file__).resolve().parent
 
 def relax(data, paths, devices: list[int], counted: bool, target: int | None, time_limit: float,
           workers: int) -> dict:
-    """Solve the relaxation that keeps `devices` (`paths`: the bounds' `_Paths` of `data`),
-    with the memory limit also counted at each F's start when `counted`: minimise its
-    makespan, or with a `target` (solver units) ask for a schedule no longer. Its status,
-    best value and proven bound, in problem units."""
-    from ortools.sat.python import cp_model
+    """Solve the relaxation that keeps `devices` (`paths`: the bounds' `_Paths` of `data`;
+    zbsolve's own, `zbsolve/solvers/cpsat/relaxed.py`), with the memory limit also counted
+    at each F's start when `counted`: minimise its makespan, or with a `target` (solver
+    units) ask for a schedule no longer. Its status, best value and proven bound, in problem units."""
+    from zbsolve.solvers.cpsat.relaxed import relaxation
 
-    from zbsolve.solvers.bounds import UNREACHED
-    from zbsolve.solvers.cpsat.counted import add_counted_memory, counted_terms
-    from zbsolve.solvers.cpsat.model import _add_memory
-
-    ops = [op for device in devices for op in data.device_ops[device]]
-    model = cp_model.CpModel()
-    start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
-    end = {op: start[op] + data.duration[op] for op in ops}
-    for a in ops:
-        reach = paths.longest_from(a)
-        for b in ops:
-            delay = reach[paths.index[b]]
-            if b != a and delay != UNREACHED:
-                model.Add(start[b] >= start[a] + delay)
-    for device in devices:
-        model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
-                            for op in data.device_ops[device]])
-    if data.memory_limit is not None:
-        _add_memory(model, data, start, end, [], devices)  # zbsolve's own cumulative, on the kept devices
-        if counted:  # the terms the model's edges decide stay decided: those edges are among the delays
-            terms = {f: found for f, found in counted_terms(data).items() if data.graph.device(f) in devices}
-            add_counted_memory(model, data, start, end, [], terms)
-    makespan = model.NewIntVar(0, data.horizon if target is None else target, "makespan")
-    for op in ops:
-        model.Add(makespan >= start[op] + data.tail[op])
-    model.Minimize(makespan)
+    model, makespan = relaxation(data, paths, devices, counted)
+    if target is not None:
+        model.Add(makespan <= target)
     solver, code, found, seconds = run_cpsat(model, time_limit, workers)
     status = solver.StatusName(code).lower()
     if target is not None and status == "optimal":
         status = "feasible"  # a schedule within the target; its optimum is not the question
-    return {"devices": devices, "counted": counted, "ops": len(ops),
+    return {"devices": devices, "counted": counted, "ops": sum(len(data.device_ops[d]) for d in devices),
             "target": None if target is None else data.value(target), "status": status,
             "best": data.value(solver.ObjectiveValue()) if found else None,
             "bound": data.value(solver.BestObjectiveBound()) if found else None,

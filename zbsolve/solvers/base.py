@@ -160,6 +160,10 @@ class SolveInput:
             self._bound = lower_bound(self)
         return self._bound
 
+    def raise_bound(self, units: int) -> None:
+        """What a backend proved beyond `lower_bound()`, for the models it builds afterwards."""
+        self._bound = max(self.lower_bound(), units)
+
     def forward_chains(self, device: int) -> dict[tuple[int, int], list[Op]]:
         """The F's of each stage on `device`, in microbatch order, by (pipe, stage)."""
         return {(c[0].pipe, c[0].stage): c for c in self.chains

@@ -10,7 +10,7 @@ from ortools.sat.python import cp_model
 from zbsolve.ops import Op
 from zbsolve.solvers.base import BackendResult, SolveInput, joined_notes
 
-from . import mirror, window
+from . import mirror, relaxed, window
 from .counted import add_counted_memory, planned
 from .hints import Derived, add_hint
 from .pairs import Pairs
@@ -199,6 +199,11 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     # Where window search runs, a mirrored phase did not help (14.6B on DualPipe's placement at
     # 1x, 2,304 ops, 60 s: 1642.28 ms without it; 1649.36 with it first, 1654.57 in the model's half).
     alone = data.pair_duration is not None and len(data.ops) >= mirror.ALONE_FROM_OPS
+    raised, note, spent = _raise_bound(data, t0, deadline)
+    if raised is not None and data.incumbent is not None and raised >= data.incumbent:
+        return BackendResult("optimal", None, None, raised, time.monotonic() - t0, message=joined_notes(
+            note, "the starting schedule meets it"), interrupted=False)
+    limit = max(1.0, limit - spent)
     mirrored = None if windows else _search_mirrored(data, limit * (1.0 if alone else mirror.MIRROR_SHARE), deadline)
     if mirrored is not None and mirrored.starts is not None:
         if mirrored.objective <= data.lower_bound():  # proven by the problem's own bound
@@ -208,6 +213,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         if data.stop.is_set() or mirrored.status == "optimal" or alone:
             mirrored.interrupted = data.stop.is_set() and mirrored.status != "optimal"
             mirrored.wall_time = time.monotonic() - t0
+            mirrored.bound, mirrored.message = raised, joined_notes(note, mirrored.message)
             return mirrored
     if mirrored is not None:  # the whole model keeps at least a moment to take the hint
         limit = max(1.0, limit - mirrored.wall_time)
@@ -244,15 +250,51 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         if improved:
             starts, value, status = found, data.objective_of(found), "feasible"
     interrupted = data.stop.is_set() and status != "optimal"
+    if raised is not None:
+        bound = raised if bound is None else max(bound, raised)
     return BackendResult(
-        status=status, starts=starts, objective=value, bound=bound, message=message,
+        status=status, starts=starts, objective=value, bound=bound, message=joined_notes(note, message),
         wall_time=time.monotonic() - t0, interrupted=interrupted, pairs=chosen,
     )
 
 
+def _raise_bound(data: SolveInput, t0: float, deadline: float) -> tuple[int | None, str | None, float]:
+    """The device relaxations' bound phase (see `relaxed`) where it applies: the bound it
+    proved in solver units (also raised in `data`, so the whole model starts from it) or
+    None, a note saying so, and the share of the limit it spent."""
+    if not relaxed.eligible(data):
+        return None, None, 0.0
+
+    def ask(model: cp_model.CpModel, limit: float) -> tuple[int, float]:
+        solver = _limited(data, limit, deadline)
+        code = _run(data, solver, model, None)
+        return code, solver.ResponseProto().deterministic_time if data.deterministic else solver.WallTime()
+
+    def progress(proven: int) -> None:
+        if data.progress:
+            data.progress(None, data.value(proven), time.monotonic() - t0)
+
+    proven, device, spent = relaxed.raise_bound(data, relaxed.SHARE * data.time_limit, ask, progress)
+    if proven is None:
+        return None, None, spent
+    data.raise_bound(proven)
+    return proven, f"bound from device {device}'s relaxation with the memory limit", spent
+
+
 def _solver(data: SolveInput, limit: float, deadline: float | None = None) -> cp_model.CpSolver:
-    """A solver with the limit (seconds, or CP-SAT's work measure when deterministic, then
-    stopped by the clock at `deadline` at the latest)."""
+    """A solver for the whole model (or a restriction of it) with the limit (seconds, or
+    CP-SAT's work measure when deterministic, then stopped by the clock at `deadline` at the
+    latest) and the settings measured on such models."""
+    solver = _limited(data, limit, deadline)
+    if len(data.ops) >= LP_FREE_FROM_OPS:
+        solver.parameters.linearization_level = 0
+    if data.pair_duration is not None:
+        solver.parameters.probing_deterministic_time_limit = PAIR_PROBING_WORK
+    return solver
+
+
+def _limited(data: SolveInput, limit: float, deadline: float | None = None) -> cp_model.CpSolver:
+    """A solver with CP-SAT's defaults, `data`'s workers and seed, and the limit."""
     solver = cp_model.CpSolver()
     if data.deterministic:
         # A wall-clock limit cuts a single-threaded search at a point that depends on the
@@ -265,10 +307,6 @@ def _solver(data: SolveInput, limit: float, deadline: float | None = None) -> cp
         solver.parameters.max_time_in_seconds = float(limit)
     solver.parameters.num_workers = int(data.workers)
     solver.parameters.random_seed = int(data.seed)
-    if len(data.ops) >= LP_FREE_FROM_OPS:
-        solver.parameters.linearization_level = 0
-    if data.pair_duration is not None:
-        solver.parameters.probing_deterministic_time_limit = PAIR_PROBING_WORK
     solver.parameters.catch_sigint_signal = False  # zbsolve's own handler sets data.stop
     return solver
 

@@ -1,0 +1,149 @@
+"""A lower bound from one device at a time, for the makespan under a memory limit.
+
+The relaxation of a device keeps its ops, their no-overlap and the device's memory limit
+(held as intervals and counted at each F's start, see `counted`); every other op becomes
+the least delay it imposes between two kept ops: the longest path through dependencies,
+microbatch order and memory-implied edges (the graph of the static bounds), and each kept
+op keeps its head and tail. An optimal schedule of the problem is a schedule of the
+relaxation, no longer, so a proof that the relaxation has no schedule within T proves the
+problem's optimum longer than T.
+
+Where memory is tight such proofs come fast when the whole model's do not (60 s solves
+with 2 workers prove nothing above the static bound there). 1.5B V-shape 0.5x, P=4 M=16:
+static bound 860.06 ms, best schedule 977.10; the last device alone rules out 920 ms in
+4.7 s. 1.5B single placement at 0.75x, P=8 M=24: static bound 1425.50 ms; this phase proves
+1471.22 within 9 s. At V-shape P=8 M=24 no device's first question is answered within
+30 s: the phase gives up when a few short rounds answer nothing, and does not run on
+problems of that size (`UP_TO_OPS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ortools.sat.python import cp_model
+
+from zbsolve.solvers.base import SolveInput
+from zbsolve.solvers.bounds import UNREACHED, _Paths
+
+from .counted import add_counted_memory, counted_terms
+
+SHARE = 0.15  # of the time limit, at most, where the phase runs
+FIRST_SHARE = 0.05  # of that, for the first round of questions (all devices), doubled each round
+ROUNDS = 3  # with no device answered by then, the phase gives up
+# Each question asks a quarter of the way from what is proven to the best schedule: near the
+# optimum proofs get slow.
+STEP = 4
+# Larger problems skip the phase: on the benchmark suite's 1,152-op V-shapes (P=8 M=24, 60 s,
+# 2 workers) no device answered a question within the rounds, so the phase only took time from
+# the search (its schedules, 1458.72 and 2423.91 ms, were within the spread of runs without it:
+# 1453.40 and 1453.84; 2426.93 and 2413.96).
+UP_TO_OPS = 1_000
+
+# ask(model, limit) -> (CP-SAT status code, the limit's measure spent: seconds, or work units)
+Ask = Callable[[cp_model.CpModel, float], tuple[int, float]]
+
+
+def eligible(data: SolveInput) -> bool:
+    """The makespan under a memory limit, without F&B pairs (the relaxation runs no pairs),
+    within `UP_TO_OPS` ops."""
+    return (data.objective == "makespan" and data.pair_duration is None and data.memory_limit is not None
+            and len(data.ops) <= UP_TO_OPS)
+
+
+def relaxation(data: SolveInput, paths: _Paths, devices: list[int], counted: bool = True,
+               terms: dict | None = None):
+    """The relaxation keeping `devices`: the model and its makespan variable. `terms` (the
+    counted form's, see `counted.counted_terms`) are computed when not given."""
+    from .model import _add_memory
+
+    ops = [op for device in devices for op in data.device_ops[device]]
+    model = cp_model.CpModel()
+    start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
+    end = {op: start[op] + data.duration[op] for op in ops}
+    for a in ops:
+        reach = paths.longest_from(a)
+        for b in ops:
+            delay = reach[paths.index[b]]
+            if b != a and delay != UNREACHED:
+                model.Add(start[b] >= start[a] + delay)
+    for device in devices:
+        model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
+                            for op in data.device_ops[device]])
+    if data.memory_limit is not None:
+        _add_memory(model, data, start, end, [], devices)
+        if counted:  # the terms the edges decide stay decided: those edges are among the delays
+            terms = counted_terms(data) if terms is None else terms
+            kept = {f: found for f, found in terms.items() if data.graph.device(f) in devices}
+            add_counted_memory(model, data, start, end, [], kept)
+    makespan = model.NewIntVar(0, data.horizon, "makespan")
+    for op in ops:
+        model.Add(makespan >= start[op] + data.tail[op])
+    model.Minimize(makespan)
+    return model, makespan
+
+
+def raise_bound(data: SolveInput, budget: float, ask: Ask, progress=None) -> tuple[int | None, int | None, float]:
+    """Within `budget`, prove the optimum above the static bound with single devices'
+    relaxations: (the bound proven, in solver units, or None; the device that proved it;
+    the budget spent).
+
+    First each device is asked, in rounds with the limit doubled each
+    round, for a relaxation schedule as short as the static bound: a device that has one
+    cannot help; one that has none becomes a candidate. With none answered after `ROUNDS`
+    rounds the phase gives up. Candidates are then asked for schedules a quarter of the way
+    from what is proven to the shortest schedule each may still have (at first the best
+    known, `data.incumbent`), the roomiest candidate first; a question left open drops it."""
+    lower, best = data.lower_bound(), data.incumbent
+    if best is None or best <= lower:
+        return None, None, 0.0
+    paths, terms, spent = _Paths(data), counted_terms(data), 0.0
+    unasked = [d for d, ops in enumerate(data.device_ops) if ops]
+    models: dict = {}  # built when first asked
+    ceiling: dict[int, int] = {}  # candidates: each has a relaxation schedule no longer than this
+    proven, by, limit, rounds, answered = None, None, FIRST_SHARE * budget / max(1, len(unasked)), 0, False
+    while spent < budget and not data.stop.is_set():
+        floor = lower if proven is None else proven
+        roomy = [d for d in ceiling if ceiling[d] > floor]
+        if roomy:
+            device = max(roomy, key=lambda d: ceiling[d])
+            target = floor + (ceiling[device] - 1 - floor) // STEP
+            code, used = _within(*models[device], target, budget - spent, ask)
+            spent += used
+            if code == cp_model.INFEASIBLE:
+                proven, by = target + 1, device
+                if progress:
+                    progress(proven)
+            elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                ceiling[device] = target
+            else:
+                del ceiling[device]
+            continue
+        if not unasked or (rounds == ROUNDS and not answered):
+            break
+        for device in list(unasked):  # one round of first questions
+            if device not in models:
+                models[device] = relaxation(data, paths, [device], terms=terms)
+            code, used = _within(*models[device], lower, min(limit, budget - spent), ask)
+            spent += used
+            if code != cp_model.UNKNOWN:
+                answered = True
+                unasked.remove(device)
+                if code == cp_model.INFEASIBLE:
+                    ceiling[device] = best
+                    if proven is None:
+                        proven, by = lower + 1, device
+                        if progress:
+                            progress(proven)
+            if spent >= budget or data.stop.is_set():
+                break
+        limit, rounds = 2 * limit, rounds + 1
+    return proven, by, spent
+
+
+def _within(model: cp_model.CpModel, makespan, target: int, limit: float, ask: Ask) -> tuple[int, float]:
+    """Whether the relaxation has a schedule no longer than `target`: CP-SAT's answer."""
+    question = model.Clone()
+    question.Add(question.GetIntVarFromProtoIndex(makespan.Index()) <= target)
+    question.ClearObjective()
+    return ask(question, max(limit, 0.1))
