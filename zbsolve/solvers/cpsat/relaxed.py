@@ -8,13 +8,13 @@ op keeps its head and tail. An optimal schedule of the problem is a schedule of 
 relaxation, no longer, so a proof that the relaxation has no schedule within T proves the
 problem's optimum longer than T.
 
-Where memory is tight such proofs come fast when the whole model's do not (60 s solves
-with 2 workers prove nothing above the static bound there). 1.5B V-shape 0.5x, P=4 M=16:
-static bound 860.06 ms, best schedule 977.10; the last device alone rules out 920 ms in
-4.7 s. 1.5B single placement at 0.75x, P=8 M=24: static bound 1425.50 ms; this phase proves
-1471.22 within 9 s. At V-shape P=8 M=24 no device's first question is answered within
-30 s: the phase gives up when a few short rounds answer nothing, and does not run on
-problems of that size (`UP_TO_OPS`).
+Where memory is tight such proofs come fast when the whole model's do not (1.5B costs, 2
+workers). V-shape 0.5x, P=4 M=16: static bound 860.06 ms, which a 60 s solve of the whole
+model did not raise; the last device alone rules out 920 ms in 4.7 s. Single placement at
+0.75x, P=8 M=24: static bound 1425.50 ms, 1455.18 after a 60 s solve; with this phase
+first, a 60 s solve proves its 1527.93 optimal. At V-shape P=8 M=24 no
+device's first question is answered within 30 s: the phase gives up when a few short
+rounds answer nothing, and does not run on problems of that size (`UP_TO_OPS`).
 """
 
 from __future__ import annotations
