@@ -202,7 +202,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     raised, note, spent = _raise_bound(data, t0, deadline)
     if raised is not None and data.incumbent is not None and raised >= data.incumbent:
         return BackendResult("optimal", None, None, raised, time.monotonic() - t0, message=joined_notes(
-            note, "the starting schedule meets it"), interrupted=False)
+            note, "the starting schedule meets it"))
     limit = max(1.0, limit - spent)
     mirrored = None if windows else _search_mirrored(data, limit * (1.0 if alone else mirror.MIRROR_SHARE), deadline)
     if mirrored is not None and mirrored.starts is not None:

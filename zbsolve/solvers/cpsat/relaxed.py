@@ -12,9 +12,9 @@ Where memory is tight such proofs come fast when the whole model's do not (1.5B 
 workers). V-shape 0.5x, P=4 M=16: static bound 860.06 ms, which a 60 s solve of the whole
 model did not raise; the last device alone rules out 920 ms in 4.7 s. Single placement at
 0.75x, P=8 M=24: static bound 1425.50 ms, 1455.18 after a 60 s solve; with this phase
-first, a 60 s solve proves its 1527.93 optimal. At V-shape P=8 M=24 no
-device's first question is answered within 30 s: the phase gives up when a few short
-rounds answer nothing, and does not run on problems of that size (`UP_TO_OPS`).
+first, a 60 s solve proves its 1527.93 optimal. At V-shape P=8 M=24 no device's first
+question is answered within 30 s: the phase gives up when a few short rounds answer
+nothing, and does not run on problems of that size (`UP_TO_OPS`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def eligible(data: SolveInput) -> bool:
 
 
 def relaxation(data: SolveInput, paths: _Paths, devices: list[int], counted: bool = True,
-               terms: dict | None = None):
+               terms: dict | None = None) -> tuple[cp_model.CpModel, cp_model.IntVar]:
     """The relaxation keeping `devices`: the model and its makespan variable. `terms` (the
     counted form's, see `counted.counted_terms`) are computed when not given."""
     from .model import _add_memory
@@ -83,14 +83,15 @@ def relaxation(data: SolveInput, paths: _Paths, devices: list[int], counted: boo
     return model, makespan
 
 
-def raise_bound(data: SolveInput, budget: float, ask: Ask, progress=None) -> tuple[int | None, int | None, float]:
+def raise_bound(data: SolveInput, budget: float, ask: Ask,
+                progress: Callable[[int], None] | None = None) -> tuple[int | None, int | None, float]:
     """Within `budget`, prove the optimum above the static bound with single devices'
     relaxations: (the bound proven, in solver units, or None; the device that proved it;
     the budget spent).
 
-    First each device is asked, in rounds with the limit doubled each
-    round, for a relaxation schedule as short as the static bound: a device that has one
-    cannot help; one that has none becomes a candidate. With none answered after `ROUNDS`
+    First each device is asked, in rounds with the limit doubled each round, for a
+    relaxation schedule as short as the static bound: a device that has one cannot help;
+    one that has none becomes a candidate. With none answered after `ROUNDS`
     rounds the phase gives up. Candidates are then asked for schedules a quarter of the way
     from what is proven to the shortest schedule each may still have (at first the best
     known, `data.incumbent`), the roomiest candidate first; a question left open drops it."""
