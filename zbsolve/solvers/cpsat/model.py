@@ -13,6 +13,7 @@ from zbsolve.solvers.base import BackendResult, SolveInput, joined_notes
 from . import mirror, relaxed, window
 from .counted import add_counted_memory, planned
 from .hints import Derived, add_hint
+from .memory import add_memory
 from .pairs import Pairs
 
 # Without the LP relaxation (level 0) larger models searched better in 60 s, 2 workers:
@@ -71,7 +72,7 @@ def build_model(data: SolveInput, counted_memory: bool | None = None):
     for intervals in device_intervals:
         model.AddNoOverlap(intervals)
     if data.memory_limit is not None:
-        _add_memory(model, data, start, end, derived)
+        add_memory(model, data, start, end, derived)
         terms = planned(data, counted_memory)
         if terms is not None:
             add_counted_memory(model, data, start, end, derived, terms)
@@ -104,34 +105,6 @@ def _occupancy(model, data: SolveInput, start, pairs: Pairs | None, derived: Der
         if pairs is not None:
             device_intervals[d].extend(pairs.intervals[d])
     return end, device_intervals
-
-
-def _add_memory(model, data: SolveInput, start, end, derived: Derived, devices: list[int] | None = None) -> None:
-    """Activation held from F's start to B's end, residual until W's end (DESIGN §4.2), on
-    `devices` (default: all; a relaxation may keep only some)."""
-    H = data.horizon
-    for d in range(len(data.device_ops)) if devices is None else devices:
-        intervals, demands = [], []
-        for op in data.device_ops[d]:
-            if op.kind != "F":
-                continue
-            activation, _ = data.memory_effect[op]
-            if data.split:
-                b = Op("B", op.pipe, op.stage, op.microbatch)
-                w = Op("W", op.pipe, op.stage, op.microbatch)
-                residual = data.memory_effect[w][1]
-                held = [(b, activation - residual), (w, residual)]
-            else:
-                held = [(Op("BW", op.pipe, op.stage, op.microbatch), activation)]
-            for release, amount in held:
-                if amount <= 0:
-                    continue
-                size = model.NewIntVar(0, H, f"m{op}{release.kind}")
-                derived.append((size, lambda h, f=op, r=release: h.end[r] - h.start[f]))
-                intervals.append(model.NewIntervalVar(start[op], size, end[release], f"mem{op}{release.kind}"))
-                demands.append(amount)
-        if intervals:
-            model.AddCumulative(intervals, demands, data.memory_limit[d])
 
 
 def _add_objective(model, data: SolveInput, start, end, derived: Derived):

@@ -27,6 +27,7 @@ from zbsolve.solvers.base import SolveInput
 from zbsolve.solvers.bounds import UNREACHED, _Paths
 
 from .counted import add_counted_memory, counted_terms
+from .memory import add_memory
 
 SHARE = 0.15  # of the time limit, at most, where the phase runs
 FIRST_SHARE = 0.05  # of that, for the first round of questions (all devices), doubled each round
@@ -55,8 +56,6 @@ def relaxation(data: SolveInput, paths: _Paths, devices: list[int], counted: boo
                terms: dict | None = None) -> tuple[cp_model.CpModel, cp_model.IntVar]:
     """The relaxation keeping `devices`: the model and its makespan variable. `terms` (the
     counted form's, see `counted.counted_terms`) are computed when not given."""
-    from .model import _add_memory
-
     ops = [op for device in devices for op in data.device_ops[device]]
     model = cp_model.CpModel()
     start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
@@ -71,7 +70,7 @@ def relaxation(data: SolveInput, paths: _Paths, devices: list[int], counted: boo
         model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
                             for op in data.device_ops[device]])
     if data.memory_limit is not None:
-        _add_memory(model, data, start, end, [], devices)
+        add_memory(model, data, start, end, [], devices)
         if counted:  # the terms the edges decide stay decided: those edges are among the delays
             terms = counted_terms(data) if terms is None else terms
             kept = {f: found for f, found in terms.items() if data.graph.device(f) in devices}

@@ -1,0 +1,40 @@
+"""The memory limit as one cumulative per device, shared by the whole model and the device
+relaxations (`relaxed`); the counted form (`counted`) restates the same limit."""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from zbsolve.ops import Op
+from zbsolve.solvers.base import SolveInput
+
+from .hints import Derived
+
+
+def add_memory(model: cp_model.CpModel, data: SolveInput, start: dict, end: dict, derived: Derived,
+               devices: list[int] | None = None) -> None:
+    """Activation held from F's start to B's end, residual until W's end (DESIGN §4.2), on
+    `devices` (default: all; a relaxation may keep only some)."""
+    H = data.horizon
+    for d in range(len(data.device_ops)) if devices is None else devices:
+        intervals, demands = [], []
+        for op in data.device_ops[d]:
+            if op.kind != "F":
+                continue
+            activation, _ = data.memory_effect[op]
+            if data.split:
+                b = Op("B", op.pipe, op.stage, op.microbatch)
+                w = Op("W", op.pipe, op.stage, op.microbatch)
+                residual = data.memory_effect[w][1]
+                held = [(b, activation - residual), (w, residual)]
+            else:
+                held = [(Op("BW", op.pipe, op.stage, op.microbatch), activation)]
+            for release, amount in held:
+                if amount <= 0:
+                    continue
+                size = model.NewIntVar(0, H, f"m{op}{release.kind}")
+                derived.append((size, lambda h, f=op, r=release: h.end[r] - h.start[f]))
+                intervals.append(model.NewIntervalVar(start[op], size, end[release], f"mem{op}{release.kind}"))
+                demands.append(amount)
+        if intervals:
+            model.AddCumulative(intervals, demands, data.memory_limit[d])
