@@ -105,7 +105,16 @@ def bound_gap() -> list[Instance]:
     return found
 
 
-SUITES = {"standard": standard, "quick": quick, "bound-gap": bound_gap}
+def vshape_memory() -> list[Instance]:
+    """The standard suite's V-shapes (P=8 M=24) from 0.5x to 1x: where between them the gap
+    opens. At 0.5x a device holds P/2 = 4 microbatches' activations, one below the (P+2)/2
+    of the V-Half schedule (Qi et al., "Pipeline Parallelism with Controllable Memory")."""
+    return [Instance("vshape", f"{model} vshape {memory}",
+                     lambda m=model, x=memory: from_profile(m, placement="vshape", memory=x))
+            for model in ("zb-1.5b", "zb-6.2b") for memory in ("0.5x", "0.5625x", "0.625x", "0.75x", "1x")]
+
+
+SUITES = {"standard": standard, "quick": quick, "bound-gap": bound_gap, "vshape-memory": vshape_memory}
 
 # Build time and memory against ops count: uniform single, M chosen for about n ops.
 SCALING_OPS = (1_000, 5_000, 25_000, 100_000)

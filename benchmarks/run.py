@@ -1,6 +1,6 @@
 """Benchmark zbsolve's solver on instance families and write results.md and results.json.
 
-    python benchmarks/run.py [--suite standard|quick] [--time-limit 60] [--workers 2]
+    python benchmarks/run.py [--suite standard|quick|bound-gap|vshape-memory] [--time-limit 60] [--workers 2]
                              [--solver cpsat] [--no-scaling] [--out benchmarks]
 
 Each instance runs in a fresh process, so its peak memory is its own. Per instance: ops

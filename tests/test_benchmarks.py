@@ -248,3 +248,22 @@ def test_the_counted_memory_study_describes_its_instances():
     assert (rows["1.5B V-shape 0.5x P=4 M=6"]["ops"], rows["1.5B V-shape 0.5x P=4 M=6"]["booleans"]) == (144, 488)
     assert [name for name, row in rows.items() if not row["by_default"]] == [
         "1.5B single 0.75x P=4 M=16", "1.5B single 0.75x P=8 M=16"]
+
+
+def test_the_vshape_memory_suite_spans_half_to_full_memory():
+    # The standard suite's V-shapes (P=8 M=24) at five limits between 0.5x and 1x of U = P x
+    # one microbatch's activation on a rank: 4 to 8 microbatches' activations per device.
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.instances import SUITES
+
+    instances = SUITES["vshape-memory"]()
+    assert len({instance.name for instance in instances}) == len(instances) == 10
+    for instance in instances:
+        problem = instance.build()
+        factor = float(instance.name.rsplit(" ", 1)[1].rstrip("x"))
+        on_rank = [stage for stage in problem.pipes[0].stages if stage.device == 0]
+        activation = sum(problem.stage_costs[stage.cost].activation for stage in on_rank)
+        assert len(on_rank) == 2
+        assert (problem.devices, problem.microbatches) == (8, 24)
+        assert problem.memory_limit == pytest.approx([factor * 8 * activation] * 8)
