@@ -100,3 +100,34 @@ def test_letting_the_first_two_microbatches_in_at_once_fills_the_tight_v_sooner(
     assert solved.metrics.makespan == pytest.approx(1473.676)
     assert solved.solver.message.endswith("backward first, cap None, per-stage memory without room kept, "
                                           "a microbatch every 51.688 after the first 2")
+
+
+def v_at(memory):
+    profile = load_profile("models/zb-1.5b.json")
+    return build_problem(8, 24, profile.rank_costs(8), comm=profile.comm, memory=memory, placement="vshape")
+
+
+@pytest.mark.parametrize("memory, held", [("0.5x", [3]), ("0.5625x", [4, 3]), ("0.75x", [5]), ("1x", [7])])
+def test_tighter_limits_are_whole_microbatches_below_the_limit(memory, held):
+    # A V device's microbatch is both its chunks' activation; 0.5x holds 4 of them, 0.5625x 4.5.
+    problem = v_at(memory)
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    shared = listsched.layout(data)
+    microbatch = [max(r for (e, _), r in shared.reserve.items() if e == d) for d in range(8)]
+    assert listsched.tighter_limits(data, shared) == [[n * u for u in microbatch] for n in held]
+
+
+def test_a_tighter_limit_keeps_a_looser_v_from_crowding(monkeypatch):
+    # At 0.75x (6 microbatches) the best pass under the limit takes 1347.1645 ms re-timed; the
+    # same pass held to 5 microbatches (0.625x) takes 1339.7675, what it takes at 0.625x itself.
+    def listed(memory):
+        solved = solve(v_at(memory), "list", time_limit=10, workers=1)
+        validate(solved)
+        return solved
+
+    assert listed("0.625x").metrics.makespan == pytest.approx(1339.7675)
+    tighter = listed("0.75x")
+    assert tighter.metrics.makespan == pytest.approx(1339.7675)
+    assert "held below the memory limit" in tighter.solver.message
+    monkeypatch.setattr(listsched, "TIGHTER_STEPS", ())
+    assert listed("0.75x").metrics.makespan == pytest.approx(1347.1645)

@@ -16,7 +16,7 @@ from itertools import zip_longest
 from zbsolve.solvers.base import BackendResult, SolveInput
 
 from .rules import RULES, Rule
-from .run import ListRun, layout
+from .run import Layout, ListRun, layout
 
 # In-flight microbatches a device admits, as a multiple of the stages from it to the end
 # of the pipe (1F1B holds that many; ZB-H2 about twice); None: memory is the only cap.
@@ -38,6 +38,9 @@ PACED_RULES = ("critical path", "forward first", "backward first")
 # DualPipe's placement 0.75x 1357.46 -> 1323.99), worse on 2 (14.6B V-shape 0.5x, 1.5B
 # interleaved:2 0.75x), so both are tried.
 HEADS = (0, 1)
+# Paced passes are also run under tighter limits: the problem's in whole microbatches, then
+# this many fewer (see tighter_limits).
+TIGHTER_STEPS = (0, 1)
 # With one worker the search must not depend on the machine's speed: passes are then
 # limited by ops placed (about 45,000 a second on one AMD EPYC core, 1.5B V-shape passes).
 OPS_PER_SECOND = 40_000
@@ -57,6 +60,7 @@ def solve_list(data: SolveInput) -> BackendResult:
         paced = [dict(rule=r, cap=None, whole=one_stage, room=one_stage, pace=round(f * shared.pace_unit), head=head)
                  for f in PACES for head in HEADS for r in RULES if r.name in PACED_RULES]
         passes = [p for pair in zip_longest(passes, paced) for p in pair if p is not None]
+        passes += [dict(p, limit=level) for level in tighter_limits(data, shared) for p in paced]
     for settings in passes:
         if data.stop.is_set():
             break
@@ -79,6 +83,23 @@ def solve_list(data: SolveInput) -> BackendResult:
     )
 
 
+def tighter_limits(data: SolveInput, shared: Layout) -> list[list[int]]:
+    """Per-device limits below the problem's: its limit rounded down to whole microbatches
+    on each device, then one microbatch fewer (never below what a microbatch of every pipe
+    there needs). A schedule that holds less is still valid, and more room is not always
+    used well: a pass may fill memory with microbatches that then wait on each other."""
+    devices = range(len(data.device_ops))
+    unit = [max(r for (e, _), r in shared.reserve.items() if e == d) for d in devices]
+    floor = [sum(r for (e, _), r in shared.reserve.items() if e == d) for d in devices]
+    levels: list[list[int]] = []
+    for fewer in TIGHTER_STEPS:
+        level = [min(limit, max(least, (limit // u - fewer) * u))
+                 for limit, u, least in zip(data.memory_limit, unit, floor)]
+        if level != data.memory_limit and level not in levels:
+            levels.append(level)
+    return levels
+
+
 def _budget_spent(data: SolveInput, tried: int, t0: float) -> bool:
     """Ops placed so far against the limit when deterministic, else the clock."""
     if data.deterministic:
@@ -88,10 +109,13 @@ def _budget_spent(data: SolveInput, tried: int, t0: float) -> bool:
 
 def _holding(run: ListRun, data: SolveInput) -> str:
     text = "" if run.whole else ", per-stage memory" + ("" if run.room else " without room kept")
+    if run.limit != data.memory_limit:
+        text += ", held below the memory limit"
     if run.pace is None:
         return text
     text += f", a microbatch every {data.value(run.pace):g}"
     return text + (f" after the first {run.head + 1}" if run.head else "")
 
 
-__all__ = ["solve_list", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES", "HEADS"]
+__all__ = ["solve_list", "tighter_limits", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES", "HEADS",
+           "TIGHTER_STEPS"]

@@ -64,12 +64,15 @@ class ListRun:
     microbatches in flight when memory is tight but may deadlock (the pass then reports
     itself incomplete). `pace`: microbatch n may not enter the pipe before (n - head) * pace
     (the first head + 1 enter at once), which keeps memory from filling up with
-    microbatches that then wait on each other."""
+    microbatches that then wait on each other. `limit`: the per-device memory the pass
+    holds to, the problem's own unless a tighter one is given."""
 
     def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None, whole: bool = True,
-                 room: bool = True, pace: int | None = None, head: int = 0) -> None:
+                 room: bool = True, pace: int | None = None, head: int = 0,
+                 limit: list[int] | None = None) -> None:
         self.data, self.rule, self.cap, self.whole = data, rule, cap, whole
         self.room, self.pace, self.head = room, pace, head
+        self.limit = data.memory_limit if limit is None else limit
         # earliest start of each pipe's first F's: computed once, `_ready` runs per candidate
         self.release = {} if pace is None else {op: pace * max(0, n - head) for op, n in shared.entering.items()}
         self.layout = shared
@@ -167,7 +170,7 @@ class ListRun:
         other pipe that has none here yet (so two pipes cannot lock each other out), and
         stay within the in-flight cap."""
         key = (d, f.pipe)
-        limit = self.data.memory_limit
+        limit = self.limit
         activation = self.data.memory_effect[f][0]
         if f.stage != self.layout.entry_stage[key]:
             return self.whole or limit is None or self.committed[d] + activation <= limit[d]
