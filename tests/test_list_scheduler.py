@@ -109,12 +109,16 @@ def v_at(memory):
 
 @pytest.mark.parametrize("memory, held", [("0.5x", [3]), ("0.5625x", [4, 3]), ("0.75x", [5]), ("1x", [7])])
 def test_tighter_limits_are_whole_microbatches_below_the_limit(memory, held):
-    # A V device's microbatch is both its chunks' activation; 0.5x holds 4 of them, 0.5625x 4.5.
-    problem = v_at(memory)
-    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
-    shared = listsched.layout(data)
-    microbatch = [max(r for (e, _), r in shared.reserve.items() if e == d) for d in range(8)]
-    assert listsched.tighter_limits(data, shared) == [[n * u for u in microbatch] for n in held]
+    # A V device's microbatch is both its chunks' activation: 1x holds 8 of them (a rank's
+    # activation times P), 0.5x 4, 0.5625x 4.5.
+    def limits(memory):
+        problem = v_at(memory)
+        return build_input(OpGraph(problem), problem.split_backward, problem.objective)
+
+    data = limits(memory)
+    microbatch = limits("1x").memory_limit[0] // 8
+    assert limits("1x").memory_limit == [8 * microbatch] * 8
+    assert listsched.tighter_limits(data, listsched.layout(data)) == [[n * microbatch] * 8 for n in held]
 
 
 def test_a_tighter_limit_keeps_a_looser_v_from_crowding(monkeypatch):
