@@ -61,9 +61,13 @@ def test_the_1_5b_model_at_1_5x_reaches_its_lower_bound():
     assert (solved.solver.status, solved.solver.bound) == ("optimal", pytest.approx(1236.541))
 
 
-def tight_v():
+def v_at(memory):
     profile = load_profile("models/zb-1.5b.json")
-    return build_problem(8, 24, profile.rank_costs(8), comm=profile.comm, memory="0.5x", placement="vshape")
+    return build_problem(8, 24, profile.rank_costs(8), comm=profile.comm, memory=memory, placement="vshape")
+
+
+def tight_v():
+    return v_at("0.5x")
 
 
 def test_per_stage_memory_holds_more_microbatches_on_a_tight_v(monkeypatch):
@@ -102,11 +106,6 @@ def test_letting_the_first_two_microbatches_in_at_once_fills_the_tight_v_sooner(
                                           "a microbatch every 51.688 after the first 2")
 
 
-def v_at(memory):
-    profile = load_profile("models/zb-1.5b.json")
-    return build_problem(8, 24, profile.rank_costs(8), comm=profile.comm, memory=memory, placement="vshape")
-
-
 @pytest.mark.parametrize("memory, held", [("0.5x", [3]), ("0.5625x", [4, 3]), ("0.75x", [5]), ("1x", [7])])
 def test_tighter_limits_are_whole_microbatches_below_the_limit(memory, held):
     # A V device's microbatch is both its chunks' activation: 1x holds 8 of them (a rank's
@@ -115,9 +114,9 @@ def test_tighter_limits_are_whole_microbatches_below_the_limit(memory, held):
         problem = v_at(memory)
         return build_input(OpGraph(problem), problem.split_backward, problem.objective)
 
-    data = limits(memory)
-    microbatch = limits("1x").memory_limit[0] // 8
-    assert limits("1x").memory_limit == [8 * microbatch] * 8
+    data, full = limits(memory), limits("1x").memory_limit
+    microbatch = full[0] // 8
+    assert full == [8 * microbatch] * 8
     assert listsched.tighter_limits(data, listsched.layout(data)) == [[n * microbatch] * 8 for n in held]
 
 

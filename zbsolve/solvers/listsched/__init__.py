@@ -1,11 +1,11 @@
 """A fast, memory-aware list scheduler (any placement, any costs, F&B pairs).
 
 It builds schedules op by op: the device that can start something earliest starts the
-op its priority rule prefers among those ready then. Several rules, in-flight caps and
-two ways of holding memory are tried and the best schedule is returned. It is the warm
-start of the exact solvers and the answer for instances too large to model. Its status
-is `feasible`; only a matching lower bound makes it `optimal` (decided by
-`zbsolve.solvers.solve`).
+op its priority rule prefers among those ready then. Several rules, in-flight caps, two
+ways of holding memory, paces and limits below the problem's are tried and the best
+schedule is returned. It is the warm start of the exact solvers and the answer for
+instances too large to model. Its status is `feasible`; only a matching lower bound makes
+it `optimal` (decided by `zbsolve.solvers.solve`).
 """
 
 from __future__ import annotations
