@@ -253,3 +253,21 @@ def test_a_deterministic_solve_with_pairs_says_it_may_overrun_its_limit(capsys, 
                        "--fb-overlap", "2.4", "--time-limit", "5", "-q", *extra)
     assert code == 0
     assert ("may take several times --time-limit and still not repeat exactly" in err) == warned
+
+
+def test_progress_written_to_a_log_shows_each_change_once(capsys):
+    from zbsolve.cli.solve import ProgressLine
+
+    line = ProgressLine("cpsat", "ms", enabled=True)  # capsys's stderr is not a terminal
+    line(1504.38, 1369.8, 0.4)
+    line(1504.38, 1369.8, 3.8)  # the next phase reports its hint, the same schedule
+    line(1510.0, None, 4.3)  # a restricted phase's worse schedule
+    line(1499.54, None, 8.7)
+    line(None, 1372.0, 9.0)  # a bound within 2 s of the last line waits for the next one
+    line(None, 1372.0, 12.0)
+    line(None, 1372.0, 15.0)
+    assert capsys.readouterr().err.splitlines() == [
+        "cpsat     0.4s  best 1504.38 ms  bound 1369.8  gap 8.95%",
+        "cpsat     8.7s  best 1499.54 ms  bound 1369.8  gap 8.65%",
+        "cpsat    12.0s  best 1499.54 ms  bound 1372  gap 8.51%",
+    ]

@@ -16,12 +16,18 @@ from .options import add_problem_options, problem_from_args
 
 
 class ProgressLine:
-    """Live best value, bound and elapsed time on stderr, at most a few lines a second."""
+    """Live best value, bound and elapsed time on stderr, at most a few lines a second.
+
+    On a terminal one line is rewritten in place. Otherwise (a log file, a pipe) a line is
+    written only when the best value or the bound it shows has changed: phases report
+    solutions they have already reported, or worse ones, and repeating them only lengthens
+    the log."""
 
     def __init__(self, solver: str, unit: str, enabled: bool) -> None:
         self.solver, self.unit, self.enabled = solver, unit, enabled
         self.best = self.bound = None
         self.shown = 0.0
+        self.last = ""  # best, bound and gap as last written
         self.tty = sys.stderr.isatty()
         self.lock = threading.Lock()
 
@@ -35,12 +41,14 @@ class ProgressLine:
                 self.bound = bound if self.bound is None else max(self.bound, bound)
             if elapsed - self.shown < (0.25 if self.tty else 2.0) and best is None:
                 return
-            self.shown = elapsed
             gap = ""
             if self.best and self.bound is not None:
                 gap = f"  gap {100 * (self.best - self.bound) / self.best:.2f}%"
-            text = (f"{self.solver} {elapsed:7.1f}s  best {_fmt(self.best)} {self.unit}"
-                    f"  bound {_fmt(self.bound)}{gap}")
+            state = f"best {_fmt(self.best)} {self.unit}  bound {_fmt(self.bound)}{gap}"
+            if not self.tty and state == self.last:
+                return
+            self.shown, self.last = elapsed, state
+            text = f"{self.solver} {elapsed:7.1f}s  {state}"
             sys.stderr.write(("\r" + text + "\033[K") if self.tty else text + "\n")
             sys.stderr.flush()
 
