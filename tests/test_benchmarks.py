@@ -161,6 +161,38 @@ def test_periodic_study_proves_and_builds_periods(tmp_path):
              (["zb-1.5b vshape 0.5x", "--block", "5"], "a divisor of the 24 microbatches"))
 
 
+def test_idle_study_splits_each_device_and_accounts_for_the_gap(tmp_path):
+    # 1.5B V at 0.5x, P=4 M=4: the solve proves 308.7205 ms, the static bound, which the
+    # middle device 3's cool-down sets. Each device's parts add up to the schedule's end.
+    found = _run_study("idle", tmp_path)
+    (entry,) = found["instances"]
+    assert (entry["status"], entry["value"], entry["static bound"]) == ("optimal", pytest.approx(308.7205),
+                                                                        pytest.approx(308.7205))
+    assert entry["setting device"] == 3
+    assert entry["outside"] - entry["allowance"] + entry["middle"] == pytest.approx(0.0, abs=1e-9)
+    for row in entry["devices"]:
+        parts = row["first"] + row["busy"] + row["warm-up"] + row["middle"] + row["cool-down"] + row["after"]
+        assert parts == pytest.approx(entry["value"])
+        assert row["busy"] == pytest.approx(row["work"]) and row["first"] >= row["head"] - 1e-9
+    assert "gap = 0.00 + " in (tmp_path / "idle.md").read_text()
+    _refused("idle", tmp_path, (["zb-1.5b 1x span"], "only makespan instances"))
+
+
+def test_idle_of_one_device_by_phase():
+    # F, F, B, F, B, W: idle 1 and 1 before the first B (warm-up), 2 before the last F
+    # (middle), 1 after it (cool-down); the schedule ends 1 after the device's last op.
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.idle import device_idle
+    from zbsolve.ops import Op
+    from zbsolve.schedule import TimedOp
+
+    ops = [TimedOp(Op("F", 0, 0, 0), 0, 1), TimedOp(Op("F", 0, 0, 1), 2, 3), TimedOp(Op("B", 0, 0, 0), 4, 5),
+           TimedOp(Op("F", 0, 0, 2), 7, 8), TimedOp(Op("B", 0, 0, 1), 8, 9), TimedOp(Op("W", 0, 0, 0), 10, 11)]
+    assert device_idle(ops, 12) == {"first": 0, "busy": 6, "warm-up": 2, "middle": 2, "cool-down": 1, "after": 1,
+                                    "middle waits": [[5, 2, "F0.2"]]}
+
+
 @pytest.mark.parametrize("script, options, said", [
     ("run.py", ["--time-limit", "-5"], "time limit must be a positive number"),
     ("run.py", ["--workers", "0"], "workers must be an integer >= 1"),
@@ -172,6 +204,7 @@ def test_periodic_study_proves_and_builds_periods(tmp_path):
     ("one_device.py", ["zb-1.5b vshape 0.5x", "--time-limit", "-1"], "time limit must be a positive number"),
     ("periodic.py", ["zb-1.5b vshape 0.5x", "--workers", "0"], "workers must be an integer >= 1"),
     ("counted_memory.py", ["--time-limit", "-1"], "time limit must be a positive number"),
+    ("idle.py", ["zb-1.5b vshape 0.5x", "--workers", "0"], "workers must be an integer >= 1"),
 ])
 def test_bad_solver_options_are_refused_before_anything_is_written(tmp_path, script, options, said):
     # A bad limit used to reach every instance's solve, fail there, and overwrite the results
