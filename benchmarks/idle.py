@@ -11,8 +11,9 @@ of the schedule (after). zbsolve's static bound for a device (`zbsolve/solvers/b
 is its earliest start, its work and a least idle for the warm-up, the cool-down and what
 must follow its last op; it counts no idle in the middle. On the device whose bound is the
 static bound, the gap to that bound is its middle idle plus what the rest of its idle and
-its late start exceed the bound's allowance by. Makespan objective. Writes DIR/idle.md and
-.json.
+its late start exceed the bound's allowance by; the longest of those middle waits are
+listed with the device's memory level when each began. Makespan objective, no F&B pairs.
+Writes DIR/idle.md and .json.
 """
 
 from __future__ import annotations
@@ -128,6 +129,10 @@ def main() -> int:
         return 2
     if any(problem.objective != "makespan" for problem in problems):
         print("only makespan instances: the span's bound is counted otherwise", file=sys.stderr)
+        return 2
+    if any(problem.fb_overlap is not None for problem in problems):
+        print("only instances without F&B pairs: a pair's halves overlap, so a device's busy time is not "
+              "its work, and their bound is counted otherwise", file=sys.stderr)
         return 2
     settings = {"suite": args.suite, "time_limit_s": args.time_limit, "workers": args.workers, "seed": args.seed,
                 "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}

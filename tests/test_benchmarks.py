@@ -175,7 +175,8 @@ def test_idle_study_splits_each_device_and_accounts_for_the_gap(tmp_path):
         assert parts == pytest.approx(entry["value"])
         assert row["busy"] == pytest.approx(row["work"]) and row["first"] >= row["head"] - 1e-9
     assert "gap = 0.00 + " in (tmp_path / "idle.md").read_text()
-    _refused("idle", tmp_path, (["zb-1.5b 1x span"], "only makespan instances"))
+    _refused("idle", tmp_path, (["zb-1.5b 1x span"], "only makespan instances"),
+             (["zb-1.5b fb_overlap 36.756"], "only instances without F&B pairs"))
 
 
 def test_idle_of_one_device_by_phase():
