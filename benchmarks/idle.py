@@ -32,15 +32,12 @@ from benchmarks.study import chosen_problem, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 BACKWARD = ("B", "BW")
-
-
 WAITS_SHOWN = 6  # the longest middle waits listed for the device that sets the bound
 
 
 def device_idle(timed: list, end: float) -> dict:
     """One device's split of its time (its ops as `TimedOp`s; `end`: the schedule's end),
-    with its middle waits, longest first: [when it began, how long, the op waited for].
-    Overlapped pairs count their shared time once."""
+    with its middle waits, longest first: [when it began, how long, the op waited for]."""
     ops = sorted(timed, key=lambda t: (t.start, t.end))
     first_backward = min((t.start for t in ops if t.op.kind in BACKWARD), default=float("inf"))
     last_forward = max((t.end for t in ops if t.op.kind == "F"), default=float("-inf"))
