@@ -9,9 +9,10 @@ before its first backward starts (warm-up), its idle from then until its last F 
 (middle), its idle after that (cool-down), and the time from its last op's end to the end
 of the schedule (after). zbsolve's static bound for a device (`zbsolve/solvers/bounds.py`)
 is its earliest start, its work and a least idle for the warm-up, the cool-down and what
-must follow its last op; it counts no idle in the middle. On the device whose bound is the
-static bound, the gap to that bound is its middle idle plus what the rest of its idle and
-its late start exceed the bound's allowance by; the longest of those middle waits are
+must follow its last op, and for the middle only what memory forces where it cannot cover a
+microbatch's round trip (none on the standard suite's V-shapes). On the device whose bound
+is the static bound, the gap to that bound is what its middle idle and, apart, the rest of
+its idle and its late start exceed the bound's allowances by; the longest middle waits are
 listed with the device's memory level when each began. Makespan objective, no F&B pairs.
 Writes DIR/idle.md and .json.
 """
@@ -88,12 +89,16 @@ def account(schedule) -> dict:
     setting = max(rows, key=lambda r: r["device bound"])
     result = {"value": end, "static bound": static, "devices": rows, "setting device": None}
     if abs(setting["device bound"] - static) <= 1e-9 * max(1.0, static):
-        allowance = static - setting["head"] - setting["work"]
+        d = setting["device"]
+        # The cool-down bound also counts the middle idle that memory forces (`_middle_idle`).
+        counted = (data.value(bounds._middle_idle(data, data.forward_chains(d), data.memory_limit[d]))
+                   if data.memory_limit is not None and setting["cool-down bound"] == setting["device bound"] else 0.0)
+        allowance = static - setting["head"] - setting["work"] - counted
         outside = (setting["first"] - setting["head"] + setting["warm-up"] + setting["cool-down"]
                    + setting["after"])
-        result.update({"setting device": setting["device"], "allowance": allowance, "outside": outside,
-                       "middle": setting["middle"]})
-        _add_memory_held(schedule, setting["device"], setting["middle waits"])
+        result.update({"setting device": d, "allowance": allowance, "outside": outside,
+                       "middle": setting["middle"], "middle counted": counted})
+        _add_memory_held(schedule, d, setting["middle waits"])
     return result
 
 
@@ -156,17 +161,20 @@ def report(settings: dict, found: list[dict]) -> str:
         "it could; *busy*, its work; its idle *warm-up* (before its first backward starts), *middle* (from then "
         "until its last F ends) and *cool-down* (after that); *after*, from its last op's end to the schedule's "
         "end. The bounds are zbsolve's per device; the largest over devices (or the critical path) is the "
-        "static bound, which counts no middle idle.",
+        "static bound, which counts middle idle only where memory cannot cover a microbatch's round trip.",
     ]
     for entry in found:
         lines += ["", f"## {entry['instance']}", "",
                   f"Solved {_fmt(entry['value'])} ({entry['status']}); static bound {_fmt(entry['static bound'])}; "
                   f"gap {entry['value'] - entry['static bound']:.2f}."]
         if entry["setting device"] is not None:
+            counted = entry.get("middle counted", 0.0)
             lines += ["", f"Device {entry['setting device']} sets the bound, which allows it "
-                      f"{entry['allowance']:.2f} beyond its head and work; its late start, warm-up, cool-down "
-                      f"and after take {entry['outside']:.2f}, and its middle idle is {entry['middle']:.2f}: "
-                      f"gap = {_hundredths(entry['outside'] - entry['allowance'])} + {entry['middle']:.2f}."]
+                      f"{entry['allowance']:.2f} beyond its head and work for its late start, warm-up, cool-down "
+                      f"and after, and {counted:.2f} of middle idle; they take {entry['outside']:.2f}, and its "
+                      f"middle idle is {entry['middle']:.2f}: gap = "
+                      f"{_hundredths(entry['outside'] - entry['allowance'])} + "
+                      f"{_hundredths(entry['middle'] - counted)}."]
             waits = next(r for r in entry["devices"] if r["device"] == entry["setting device"])["middle waits"]
             if waits:
                 shown = "; ".join(f"{begun:.2f}, {length:.2f}, {op}, {_share(held)}"

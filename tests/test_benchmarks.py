@@ -162,19 +162,33 @@ def test_periodic_study_proves_and_builds_periods(tmp_path):
 
 
 def test_idle_study_splits_each_device_and_accounts_for_the_gap(tmp_path):
-    # 1.5B V at 0.5x, P=4 M=4: the solve proves 308.7205 ms, the static bound, which the
-    # middle device 3's cool-down sets. Each device's parts add up to the schedule's end.
-    found = _run_study("idle", tmp_path)
-    (entry,) = found["instances"]
-    assert (entry["status"], entry["value"], entry["static bound"]) == ("optimal", pytest.approx(308.7205),
+    # 1.5B V at 0.5x, P=4: M=4 is proven at 308.7205 ms, the static bound, which the middle
+    # device 3's cool-down sets, with no middle idle. M=6 is proven at 420.1165: device 3 meets
+    # the bound at its ends and idles 19.506 ms in the middle (before microbatch 2's stage-4
+    # B, memory full), of which the bound counts 12.573 (its trip less what it may run).
+    # Each device's parts add up to the schedule's end.
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "idle.py"), "zb-1.5b vshape 0.5x P=4 M=4",
+                           "zb-1.5b vshape 0.5x P=4 M=6", "--suite", "bound-gap", "--time-limit", "30",
+                           "--workers", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    small, larger = json.loads((tmp_path / "idle.json").read_text())["instances"]
+    assert (small["status"], small["value"], small["static bound"]) == ("optimal", pytest.approx(308.7205),
                                                                         pytest.approx(308.7205))
-    assert entry["setting device"] == 3
-    assert entry["outside"] - entry["allowance"] + entry["middle"] == pytest.approx(0.0, abs=1e-9)
-    for row in entry["devices"]:
-        parts = row["first"] + row["busy"] + row["warm-up"] + row["middle"] + row["cool-down"] + row["after"]
-        assert parts == pytest.approx(entry["value"])
-        assert row["busy"] == pytest.approx(row["work"]) and row["first"] >= row["head"] - 1e-9
-    assert "gap = 0.00 + " in (tmp_path / "idle.md").read_text()
+    assert (larger["status"], larger["value"], larger["static bound"]) == ("optimal", pytest.approx(420.1165),
+                                                                           pytest.approx(413.1835))
+    assert small["setting device"] == larger["setting device"] == 3
+    assert (small["middle"], small["middle counted"]) == (pytest.approx(0.0), 0.0)
+    assert (larger["middle"], larger["middle counted"]) == (pytest.approx(19.506), pytest.approx(12.573))
+    assert [wait[1:] for wait in larger["devices"][3]["middle waits"]] == [[pytest.approx(19.506), "B4.2", 1.0]]
+    for entry in (small, larger):
+        assert entry["outside"] == pytest.approx(entry["allowance"])  # the ends meet the bound
+        assert (entry["outside"] - entry["allowance"] + entry["middle"] - entry["middle counted"]
+                == pytest.approx(entry["value"] - entry["static bound"]))
+        for row in entry["devices"]:
+            parts = row["first"] + row["busy"] + row["warm-up"] + row["middle"] + row["cool-down"] + row["after"]
+            assert parts == pytest.approx(entry["value"])
+            assert row["busy"] == pytest.approx(row["work"]) and row["first"] >= row["head"] - 1e-9
+    assert "gap = 0.00 + 6.93." in (tmp_path / "idle.md").read_text()
     _refused("idle", tmp_path, (["zb-1.5b 1x span"], "only makespan instances"),
              (["zb-1.5b fb_overlap 36.756"], "only instances without F&B pairs"))
 

@@ -291,7 +291,8 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     (1.5B at 0.5x on a V: the middle device's last B still has 67.5 ms to go through
     devices 6 to 0, where the static bound stopped at its start: 1306.96 -> 1369.80 ms).
     Either comes on top of the warm-up idle when the last F must follow a backward (more
-    forwards than fit), as that idle lies before it. With heads and tails measured on the
+    forwards than fit), as that idle lies before it, and so does the idle memory forces in
+    between (`_middle_idle`). With heads and tails measured on the
     device (`span_bound`) the sum bounds its span too.
 
     Which stage's F comes last is not known where several could (DualPipe's two pipes):
@@ -319,8 +320,55 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     warm = max(0.0, _warmup_idle(data, ops, head, tail))
     # The last F then starts after a backward has ended, so after the warm-up's idle.
     disjoint = sum(data.memory_effect[f][0] for forwards in stages.values() for f in forwards) > limit
-    idle_total = idle + warm if disjoint else max(idle, warm)
+    idle_total = idle + warm + _middle_idle(data, stages, limit) if disjoint else max(idle, warm)
     return math.ceil(_work(data, ops) + idle_total - 1e-9) + least
+
+
+def _middle_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], limit: int) -> float:
+    """Idle between the warm-up and the cool-down, forced by memory (one pipe, no pairs).
+
+    Let s be the device's stage whose F comes last in each microbatch and whose backward
+    comes first, every other release here waiting for it, and let the limit hold C whole
+    microbatches (all their F's here). Microbatches are taken in order, so when the F of s
+    of microbatch m + C starts, the F's of microbatches 0 to m + C have all started; as
+    nothing of microbatch m or later is released before the backward of s of m ends, that
+    F starts after it. So the windows from the end of the F of s to the start of the
+    backward of s, of microbatches C, 2C, ... (while another C follow), do not overlap, lie
+    after the first backward's start and before the last F's start: apart from the warm-up's
+    and the cool-down's idle. Each is at least the microbatch's trip from one to the other,
+    and within it the device can only run backwards and W's of earlier microbatches (at
+    most what they offer within the memory that microbatch m leaves) and F's (within the
+    same memory, freed by those). What they cannot fill is idle. At P=4 on a V at 0.5x
+    (1.5B costs) that is 12.6 ms per window, what a relaxation that keeps only the middle
+    device finds; at P=8 the trip is shorter than the fill and nothing is added.
+    """
+    if data.pair_duration is not None or len({pipe for pipe, _ in stages}) != 1:
+        return 0.0
+    firsts = [chain[0] for chain in stages.values()]  # microbatch 0's F of each stage here
+    reaches = {f: _reach(data, f) for f in firsts}
+    lasts = [f for f in firsts if all(f in reaches[g] for g in firsts if g != f)]
+    if len(lasts) != 1:
+        return 0.0
+    last = lasts[0]
+    kind = "B" if data.split else "BW"
+    backward = Op(kind, last.pipe, last.stage, last.microbatch)
+    after = _reach(data, backward)
+    releases = [Op(k, f.pipe, f.stage, f.microbatch) for f in firsts for k in ((kind, "W") if data.split else (kind,))]
+    per_microbatch = sum(data.memory_effect[f][0] for f in firsts)
+    if any(r not in after for r in releases) or per_microbatch <= 0:
+        return 0.0
+    held = limit // per_microbatch
+    count = len(next(iter(stages.values())))
+    windows = (count - 1) // held - 1 if held > 0 else 0
+    if windows < 1:
+        return 0.0
+    trip = reaches[last][backward] - data.duration[last]
+    free = limit - per_microbatch
+    kinds = [(count, data.memory_effect[f][0], data.duration[Op(kind, f.pipe, f.stage, f.microbatch)],
+              data.duration[Op("W", f.pipe, f.stage, f.microbatch)] if data.split else 0,
+              data.memory_effect[Op("W", f.pipe, f.stage, f.microbatch)][1] if data.split else 0) for f in firsts]
+    forwards = [(data.memory_effect[f][0], data.duration[f], count) for f in firsts]
+    return windows * max(0.0, trip - _most_fill(free, kinds) - _fractional(free, forwards))
 
 
 COOLDOWN_CASES = 20_000  # fill combinations counted exactly; beyond, a fractional relaxation
