@@ -38,6 +38,9 @@ def probe(data, target: int | None, counted: bool, time_limit: float, workers: i
     from zbsolve.solvers.cpsat.counted import booleans, counted_terms
     from zbsolve.solvers.cpsat.model import build_model
 
+    if target is not None and target < data.lower_bound():  # the model's domains would be empty
+        return {"target": data.value(target), "counted": counted, "booleans": 0, "status": "below the static bound",
+                "value": None, "bound": None, "seconds": 0.0}
     if target is not None:
         data.horizon = min(data.horizon, target)
     model, _, objective, _, _ = build_model(data, counted_memory=counted)

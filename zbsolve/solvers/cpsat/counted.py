@@ -5,7 +5,9 @@ activations of the F's started by then, less what the B's and W's ended by then 
 released, fit the device's limit. With one Boolean per (F, other op of the device) this is
 linear, and it allows exactly the schedules the cumulative allows. CP-SAT deduces far more
 from it: on 1.5B V-shape 0.5x at P=4 M=6 it proves no schedule reaches 410 ms in 0.05 s
-where the cumulative alone left that open after 60 s (benchmarks/memory_count.py).
+where the cumulative alone left that open after 60 s (benchmarks/memory_count.py; the static
+bound has since risen to 413.18 ms, and 416 and 418 are ruled out in 0.2 s, open after 5 s
+without it).
 
 Where the model's own edges (dependencies, microbatch order, memory-implied edges) already
 decide whether an op has started or ended by an F's start, the term is a constant: about a
