@@ -309,9 +309,8 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     tail = tail or data.tail
     least = _least_after(data, ops, tail)
     candidates = []
-    for forwards in stages.values():
-        last = forwards[-1]
-        reach = _reach(data, last)
+    reaches = {forwards[-1]: _reach(data, forwards[-1]) for forwards in stages.values()}  # the last microbatch's
+    for last, reach in reaches.items():
         if not any(Op("F", pipe, stage, last.microbatch) in reach for pipe, stage in stages if pipe == last.pipe
                    and stage != last.stage):  # another F here follows it: not the last
             after = tail[last] - data.shortest(last) - least  # beyond what every op here needs after it
@@ -320,11 +319,12 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     warm = max(0.0, _warmup_idle(data, ops, head, tail))
     # The last F then starts after a backward has ended, so after the warm-up's idle.
     disjoint = sum(data.memory_effect[f][0] for forwards in stages.values() for f in forwards) > limit
-    idle_total = idle + warm + _middle_idle(data, stages, limit) if disjoint else max(idle, warm)
+    idle_total = idle + warm + _middle_idle(data, stages, limit, reaches) if disjoint else max(idle, warm)
     return math.ceil(_work(data, ops) + idle_total - 1e-9) + least
 
 
-def _middle_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], limit: int) -> float:
+def _middle_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], limit: int,
+                 reaches: dict[Op, dict[Op, int]] | None = None) -> float:
     """Idle between the warm-up and the cool-down, forced by memory (one pipe, no pairs).
 
     Let s be the device's stage whose F comes last in each microbatch and whose backward
@@ -341,11 +341,13 @@ def _middle_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], limi
     same memory, freed by those). What they cannot fill is idle. At P=4 on a V at 0.5x
     (1.5B costs) that is 12.6 ms per window, what a relaxation that keeps only the middle
     device finds; at P=8 the trip is shorter than the fill and nothing is added.
+    `reaches`: `_reach` from the last microbatch's F of each stage here, when known (any
+    microbatch stands for all).
     """
     if data.pair_duration is not None or len({pipe for pipe, _ in stages}) != 1:
         return 0.0
-    firsts = [chain[0] for chain in stages.values()]  # microbatch 0's F of each stage here
-    reaches = {f: _reach(data, f) for f in firsts}
+    firsts = [chain[-1] for chain in stages.values()]  # one microbatch's F of each stage here
+    reaches = reaches or {f: _reach(data, f) for f in firsts}
     lasts = [f for f in firsts if all(f in reaches[g] for g in firsts if g != f)]
     if len(lasts) != 1:
         return 0.0

@@ -13,9 +13,10 @@ workers). V-shape 0.5x, P=4 M=16: static bound 860.06 ms, which a 60 s solve of 
 model did not raise; the last device alone rules out 920 ms in 4.7 s. Single placement at
 0.75x, P=8 M=24: static bound 1425.50 ms, 1455.18 after a 60 s solve; with this phase
 first, a 60 s solve proves its 1527.93 optimal. (Those were measured before the cool-down
-bound counted middle windows, which now give 935.50 and 1472.19 ms by themselves.) At V-shape P=8 M=24 no device's first
-question is answered within 30 s: the phase gives up when a few short rounds answer
-nothing, and does not run on problems of that size (`UP_TO_OPS`).
+bound counted middle windows, which now give 935.50 and 1472.19 ms by themselves.) At
+V-shape P=8 M=24 no device's first question is answered within 30 s: the phase gives up
+when a few short rounds answer nothing, and does not run on problems of that size
+(`UP_TO_OPS`).
 """
 
 from __future__ import annotations
