@@ -37,7 +37,7 @@ def parsed(parser: argparse.ArgumentParser) -> argparse.Namespace:
     args = parser.parse_args()
     if hasattr(args, "time_limit"):
         try:
-            check_solver_options(getattr(args, "solver", "cpsat"), args.time_limit, args.workers)
+            check_solver_options(getattr(args, "solver", "cpsat"), args.time_limit, getattr(args, "workers", 1))
         except UsageError as error:
             parser.error(str(error))
     return args

@@ -1,6 +1,8 @@
 """How the result after a time limit changes with the number of CP-SAT workers.
 
     python benchmarks/workers.py run --workers 8 [--time-limit 60] [--instance NAME ...] [--out benchmarks/workers]
+    python benchmarks/workers.py pack [--counts 1,2,8,16] [--cores N] [--time-limit 60] [--instance NAME ...]
+                                      [--out benchmarks/workers]
     python benchmarks/workers.py report [--out benchmarks/workers]
 
 `run` solves the chosen instances of the standard suite (by default those that the committed
@@ -8,7 +10,10 @@ benchmarks/results.json did not prove optimal) with one worker count under a wal
 (also with one worker, which zbsolve otherwise limits by work), each instance in a fresh
 process, and writes DIR/workers-<W>.json. Runs with different counts may go on at the same
 time on a machine with enough cores; each row records the load average around its solve, so
-the report shows whether they did. `report` gathers DIR/workers-*.json into DIR/workers.md: solved
+the report shows whether they did. `pack` runs every worker count over the instances on one
+machine at once, never asking for more workers in all than it has cores: the largest counts
+first (a run of all the cores alone), then smaller ones side by side; each row records the
+most workers other runs asked for while it ran. `report` gathers DIR/workers-*.json into DIR/workers.md: solved
 value, bound, gap and status per instance and worker count.
 """
 
@@ -18,6 +23,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,14 +40,40 @@ def not_proven_optimal(results: Path) -> list[str]:
     return [row["instance"] for row in rows if row.get("status") not in ("optimal", None)]
 
 
-def run(args: argparse.Namespace) -> int:
-    instances = SUITES["standard"]()
+def chosen(args: argparse.Namespace) -> dict[str, int] | None:
+    """The instances asked for (by default the unproven ones), each with its index in the
+    standard suite; None, after saying which, when a name is not in the suite."""
+    index = {instance.name: i for i, instance in enumerate(SUITES["standard"]())}
     names = args.instance or not_proven_optimal(HERE / "results.json")
-    index = {instance.name: i for i, instance in enumerate(instances)}
     unknown = [name for name in names if name not in index]
     if unknown:
         print(f"no such instance in the standard suite: {', '.join(unknown)}", file=sys.stderr)
+        return None
+    return {name: index[name] for name in names}
+
+
+def solve_row(index: int, name: str, workers: int, time_limit: float) -> dict:
+    load_before = os.getloadavg()[0]
+    # The clock, not CP-SAT's work measure, limits every count: the question is what a minute buys.
+    row = _in_child(run_instance, "standard", index, time_limit, workers, "cpsat", False)
+    row.update(instance=name, load_before=round(load_before, 1), load_after=round(os.getloadavg()[0], 1))
+    return row
+
+
+def said(row: dict) -> str:
+    return row.get("error") or f"{row['solved']:g} (bound {row['bound']:g}, gap {100 * row['gap']:.2f}%)"
+
+
+def save(out: Path, settings: dict, rows: list[dict]) -> None:
+    path = out / f"workers-{settings['workers']}.json"
+    path.write_text(json.dumps({"settings": settings, "instances": rows}, indent=1) + "\n", encoding="utf-8")
+
+
+def run(args: argparse.Namespace) -> int:
+    index = chosen(args)
+    if index is None:
         return 2
+    names = list(index)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = {"workers": args.workers, "time_limit_s": args.time_limit, "solver": "cpsat",
@@ -49,16 +81,81 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for count, name in enumerate(names, 1):
         print(f"[{count}/{len(names)}] {name}, {args.workers} worker(s) ...", end=" ", flush=True)
-        load_before = os.getloadavg()[0]
-        # The clock, not CP-SAT's work measure, limits every count: the question is what a minute buys.
-        row = _in_child(run_instance, "standard", index[name], args.time_limit, args.workers, "cpsat", False)
-        row.update(instance=name, load_before=round(load_before, 1), load_after=round(os.getloadavg()[0], 1))
-        rows.append(row)
-        print(row.get("error") or f"{row['solved']:g} (bound {row['bound']:g}, gap {100 * row['gap']:.2f}%)",
-              flush=True)
-        path = out / f"workers-{args.workers}.json"
-        path.write_text(json.dumps({"settings": settings, "instances": rows}, indent=1) + "\n", encoding="utf-8")
+        rows.append(solve_row(index[name], name, args.workers, args.time_limit))
+        print(said(rows[-1]), flush=True)
+        save(out, settings, rows)
     return 0
+
+
+class Packer:
+    """Starts runs while the workers they ask for fit in the cores, in the order given, and
+    notes for each run the most workers other runs held while it ran."""
+
+    def __init__(self, cores: int) -> None:
+        self.cores = cores
+        self.running: dict[int, dict] = {}
+        self.changed = threading.Condition()
+
+    def busy(self) -> int:
+        return sum(run["workers"] for run in self.running.values())
+
+    def start(self, key: int, workers: int) -> bool:
+        """Mark a run started if it fits now (call with `changed` held)."""
+        held = self.busy()
+        if held + workers > self.cores:
+            return False
+        for other in self.running.values():
+            other["others"] = max(other["others"], held + workers - other["workers"])
+        self.running[key] = {"workers": workers, "others": held}
+        return True
+
+    def finish(self, key: int) -> int:
+        """Mark a run ended (call with `changed` held); the most workers others held meanwhile."""
+        self.changed.notify_all()
+        return self.running.pop(key)["others"]
+
+
+def pack(args: argparse.Namespace) -> int:
+    index = chosen(args)
+    if index is None:
+        return 2
+    counts = sorted(set(args.counts), reverse=True)
+    if counts[0] > args.cores:
+        print(f"{counts[0]} workers do not fit in {args.cores} cores (--cores)", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp, host = time.strftime("%Y-%m-%d %H:%M"), machine()
+    settings = {w: {"workers": w, "time_limit_s": args.time_limit, "solver": "cpsat", "date": stamp,
+                    "machine": host, "packed": f"{', '.join(map(str, counts))} workers on {args.cores} cores"}
+                for w in counts}
+    rows: dict[int, list[dict]] = {w: [] for w in counts}
+    pending = [(w, name) for w in counts for name in index]
+    packer, threads, t0 = Packer(args.cores), [], time.monotonic()
+
+    def solve_one(key: int, workers: int, name: str) -> None:
+        row = solve_row(index[name], name, workers, args.time_limit)
+        with packer.changed:
+            row["others_workers"] = packer.finish(key)
+            rows[workers].append(row)
+            rows[workers].sort(key=lambda r: list(index).index(r["instance"]))
+            save(out, settings[workers], rows[workers])
+            print(f"{time.monotonic() - t0:6.0f} s  done {name}, {workers} worker(s): {said(row)}, "
+                  f"others held up to {row['others_workers']}", flush=True)
+
+    with packer.changed:
+        while pending:
+            fits = next((job for job in pending if packer.start(len(threads), job[0])), None)
+            if fits is None:
+                packer.changed.wait()
+                continue
+            pending.remove(fits)
+            print(f"{time.monotonic() - t0:6.0f} s  start {fits[1]}, {fits[0]} worker(s)", flush=True)
+            threads.append(threading.Thread(target=solve_one, args=(len(threads), *fits)))
+            threads[-1].start()
+    for thread in threads:
+        thread.join()
+    return report(args)
 
 
 def report(args: argparse.Namespace) -> int:
@@ -74,9 +171,10 @@ def report(args: argparse.Namespace) -> int:
         s, m = found["settings"], found["settings"]["machine"]
         lines.append(f"- {s['workers']} worker(s): {s['time_limit_s']:g} s per instance, run {s['date']} on "
                      f"{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python {m['python']}, "
-                     f"OR-Tools {m['ortools']}.")
+                     f"OR-Tools {m['ortools']}" + (f"; packed: {s['packed']}" if "packed" in s else "") + ".")
     lines += ["", "Each cell: solved value / gap to the best bound that run proved (status). *load*: the "
-              "machine's 1-minute load average before and after each solve, to show runs that shared it.", "",
+              "machine's 1-minute load average before and after each solve, to show runs that shared it; "
+              "after a comma, for packed runs, the most workers other runs held while it ran.", "",
               "| instance | ops | " + " | ".join(f"{w} worker(s)" for w in counts) + " | "
               + " | ".join(f"load ({w})" for w in counts) + " |",
               "|---|---|" + "---|" * (2 * len(counts))]
@@ -91,11 +189,22 @@ def report(args: argparse.Namespace) -> int:
                 continue
             ops = row["ops"]
             cells.append(f"{_fmt(row['solved'])} / {100 * row['gap']:.2f}% ({row['status']})")
-            loads.append(f"{row['load_before']}-{row['load_after']}")
+            loads.append(f"{row['load_before']}-{row['load_after']}"
+                         + (f", {row['others_workers']}" if "others_workers" in row else ""))
         lines.append(f"| {name} | {ops} | " + " | ".join(cells) + " | " + " | ".join(loads) + " |")
     (out / "workers.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {out / 'workers.md'}")
     return 0
+
+
+def counts_list(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"worker counts must be integers, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"worker counts must be integers >= 1, got {text!r}")
+    return counts
 
 
 def main() -> int:
@@ -108,10 +217,20 @@ def main() -> int:
                          help="an instance of the standard suite, by its full name (repeatable; default: those "
                               "benchmarks/results.json did not prove optimal)")
     solving.add_argument("--out", default=str(HERE / "workers"), help="folder for workers-<W>.json")
+    packing = commands.add_parser("pack", help="run several worker counts side by side within the cores")
+    packing.add_argument("--counts", type=counts_list, default=[1, 2, 8, 16],
+                         help="worker counts, comma-separated (default 1,2,8,16)")
+    packing.add_argument("--cores", type=int, default=os.cpu_count() or 1,
+                         help="workers all runs together may hold (default: this machine's cores)")
+    packing.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance (default 60)")
+    packing.add_argument("--instance", action="append", metavar="NAME",
+                         help="as for run (repeatable; default: those benchmarks/results.json did not prove "
+                              "optimal)")
+    packing.add_argument("--out", default=str(HERE / "workers"), help="folder for workers-<W>.json and workers.md")
     reporting = commands.add_parser("report", help="gather the folder's workers-*.json into workers.md")
     reporting.add_argument("--out", default=str(HERE / "workers"), help="folder holding workers-*.json")
     args = parsed(parser)
-    return run(args) if args.command == "run" else report(args)
+    return {"run": run, "pack": pack, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":

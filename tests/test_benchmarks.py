@@ -318,3 +318,32 @@ def test_the_vshape_memory_suite_spans_half_to_full_memory():
         assert len(on_rank) == 2
         assert (problem.devices, problem.microbatches) == (8, 24)
         assert problem.memory_limit == pytest.approx([factor * 8 * activation] * 8)
+
+
+def test_packed_worker_runs_never_hold_more_workers_than_cores(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.workers import Packer
+
+    packer = Packer(16)
+    with packer.changed:
+        assert packer.start(0, 16) and not packer.start(1, 8)  # a run of all the cores runs alone
+        assert packer.finish(0) == 0
+        assert packer.start(1, 8) and packer.start(2, 2) and packer.start(3, 1) and not packer.start(4, 8)
+        assert (packer.finish(2), packer.finish(1), packer.finish(3)) == (9, 3, 10)
+
+
+def test_worker_study_packs_counts_side_by_side(tmp_path):
+    script = [sys.executable, str(ROOT / "benchmarks" / "workers.py"), "pack"]
+    done = subprocess.run([*script, "--counts", "1,2", "--cores", "3", "--time-limit", "3", "--instance",
+                           "uniform P=4 M=8 1x", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {w: json.loads((tmp_path / f"workers-{w}.json").read_text())["instances"] for w in (1, 2)}
+    # Both start at once: each ran beside the other's workers.
+    assert [(w, r[0]["solved"], r[0]["status"], r[0]["others_workers"]) for w, r in rows.items()] == [
+        (1, 27, "optimal", 2), (2, 27, "optimal", 1)]
+    assert "| uniform P=4 M=8 1x | 96 | 27 / 0.00% (optimal) | 27 / 0.00% (optimal) |" in (
+        tmp_path / "workers.md").read_text()
+    for options, said in ((["--counts", "4", "--cores", "2"], "4 workers do not fit in 2 cores"),
+                          (["--counts", "1,0"], "worker counts must be integers >= 1")):
+        done = subprocess.run([*script, *options, "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and said in done.stderr
