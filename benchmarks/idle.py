@@ -7,7 +7,7 @@ Each instance is solved as `zbsolve solve` solves it (CP-SAT, the limit, the wor
 seed) and each device's time is split: the start of its first op, its busy time, its idle
 before its first backward starts (warm-up), its idle from then until its last F ends
 (middle), its idle after that (cool-down), and the time from its last op's end to the end
-of the schedule (after). zbsolve's static bound for a device (`zbsolve/solvers/bounds.py`)
+of the schedule (after). zbsolve's static bound for a device (`zbsolve/solvers/bounds/`)
 is its earliest start, its work and a least idle for the warm-up, the cool-down and what
 must follow its last op, and for the middle only what memory forces where it cannot cover a
 microbatch's round trip (none on the standard suite's V-shapes). On the device whose bound
@@ -90,8 +90,8 @@ def account(schedule) -> dict:
     result = {"value": end, "static bound": static, "devices": rows, "setting device": None}
     if abs(setting["device bound"] - static) <= 1e-9 * max(1.0, static):
         d = setting["device"]
-        # The cool-down bound also counts the middle idle that memory forces (`_middle_idle`).
-        counted = (data.value(bounds._middle_idle(data, data.forward_chains(d), data.memory_limit[d]))
+        # The cool-down bound also counts the middle idle that memory forces (`middle_idle`).
+        counted = (data.value(bounds.middle_idle(data, data.forward_chains(d), data.memory_limit[d]))
                    if data.memory_limit is not None and setting["cool-down bound"] == setting["device bound"] else 0.0)
         allowance = static - setting["head"] - setting["work"] - counted
         outside = (setting["first"] - setting["head"] + setting["warm-up"] + setting["cool-down"]

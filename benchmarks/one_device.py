@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 
 def relax(data, paths, devices: list[int], counted: bool, target: int | None, time_limit: float,
           workers: int) -> dict:
-    """Solve the relaxation that keeps `devices` (`paths`: the bounds' `_Paths` of `data`;
+    """Solve the relaxation that keeps `devices` (`paths`: the bounds' `Paths` of `data`;
     zbsolve's own, `zbsolve/solvers/cpsat/relaxed.py`), with the memory limit also counted
     at each F's start when `counted`: minimise its makespan, or with a `target` (solver
     units) ask for a schedule no longer. Its status, best value and proven bound, in problem units."""
@@ -68,7 +68,7 @@ def main() -> int:
     args = parsed(parser)
     from zbsolve.ops import OpGraph
     from zbsolve.solvers.base import build_input
-    from zbsolve.solvers.bounds import _Paths
+    from zbsolve.solvers.bounds import Paths
 
     problem = chosen_problem(args.suite, args.instance)
     if problem is None:
@@ -88,7 +88,7 @@ def main() -> int:
     settings = {"instance": args.instance, "suite": args.suite, "time_limit_s": args.time_limit,
                 "workers": args.workers, "counted": args.counted, "static_bound": data.value(static),
                 "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
-    paths, rows = _Paths(data), []  # the longest paths, once for every relaxation
+    paths, rows = Paths(data), []  # the longest paths, once for every relaxation
     for devices in groups:
         for target in targets or [None]:
             asked = "" if target is None else f", at most {target:g}"

@@ -165,7 +165,7 @@ def test_pair_relaxations_tighten_the_bidirectional_bound(monkeypatch):
     # 1.5B costs on DualPipe's placement, pairs of 36.756 ms (F + B + W = 45.945): charging each
     # pair's saving to the F or to the W keeps the warm-up's forwards or the cool-down's backwards
     # at full length, where subtracting every possible saving at the end (939.513) does not.
-    monkeypatch.setattr(bounds, "_pair_count_bound", lambda data, ops, head, tail, full, most: 0)
+    monkeypatch.setattr(bounds.jackson, "_pair_count_bound", lambda data, ops, head, tail, full, most: 0)
     assert bound_of(zb_1_5b_dualpipe()) == pytest.approx(992.022)
 
 

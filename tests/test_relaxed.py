@@ -12,7 +12,7 @@ from zbsolve.placements import build_problem
 from zbsolve.profiles import load_profile
 from zbsolve.solvers import minimum_memory, solve
 from zbsolve.solvers.base import build_input
-from zbsolve.solvers.bounds import _Paths
+from zbsolve.solvers.bounds import Paths
 from zbsolve.solvers.cpsat import relaxed
 
 
@@ -45,7 +45,7 @@ def test_no_device_relaxation_is_longer_than_the_optimum(problem):
     best, proven = plain_solve(problem, time_limit=10)
     assume(proven)
     data = _input(problem)
-    paths = _Paths(data)
+    paths = Paths(data)
     for device, ops in enumerate(data.device_ops):
         if not ops:
             continue

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 
 from zbsolve.solvers.base import SolveInput
-from zbsolve.solvers.bounds import UNREACHED, _Paths
+from zbsolve.solvers.bounds import UNREACHED, Paths
 
 from .counted import add_counted_memory, counted_terms
 from .memory import add_memory
@@ -54,7 +54,7 @@ def eligible(data: SolveInput) -> bool:
             and len(data.ops) <= UP_TO_OPS)
 
 
-def relaxation(data: SolveInput, paths: _Paths, devices: list[int], counted: bool = True,
+def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool = True,
                terms: dict | None = None) -> tuple[cp_model.CpModel, cp_model.IntVar]:
     """The relaxation keeping `devices`: the model and its makespan variable. `terms` (the
     counted form's, see `counted.counted_terms`) are computed when not given."""
@@ -99,7 +99,7 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
     lower, best = data.lower_bound(), data.incumbent
     if best is None or best <= lower:
         return None, None, 0.0
-    paths, terms, spent = _Paths(data), counted_terms(data), 0.0
+    paths, terms, spent = Paths(data), counted_terms(data), 0.0
     unasked = [d for d, ops in enumerate(data.device_ops) if ops]
     models: dict = {}  # built when first asked
     ceiling: dict[int, int] = {}  # candidates: each has a relaxation schedule no longer than this

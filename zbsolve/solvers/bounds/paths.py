@@ -1,0 +1,75 @@
+"""Longest dependency paths: over all ops by position (the span's passes) and within one
+microbatch (the memory bounds' trips)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from zbsolve.ops import Op
+
+if TYPE_CHECKING:
+    from zbsolve.solvers.base import SolveInput
+
+
+UNREACHED = -1
+
+
+class Paths:
+    """`data.before` by position in `data.topological`, for the span's longest-path passes
+    (two or three per device over every op). Lists instead of dictionaries keyed by ops:
+    under cProfile on 24,576 ops the passes took 1.7 s instead of 23.6 s."""
+
+    def __init__(self, data: SolveInput) -> None:
+        self.ops = data.topological
+        self.index = data.rank
+        self.shortest = [data.shortest(op) for op in self.ops]
+        # Each edge with its length: the predecessor's least duration plus the delay.
+        self.before: list[list[tuple[int, int]]] = [[] for _ in self.ops]
+        self.after: list[list[tuple[int, int]]] = [[] for _ in self.ops]
+        for i, op in enumerate(self.ops):
+            for pred, delay in data.before[op]:
+                j = self.index[pred]
+                self.before[i].append((j, self.shortest[j] + delay))
+                self.after[j].append((i, self.shortest[j] + delay))
+
+    def longest_from(self, source: Op) -> list[int]:
+        """Longest path (start to start) from `source` to each op; UNREACHED where none."""
+        first = self.index[source]
+        reach = [UNREACHED] * len(self.ops)
+        reach[first] = 0
+        for i in range(first + 1, len(self.ops)):
+            best = UNREACHED
+            for j, length in self.before[i]:
+                if reach[j] != UNREACHED and reach[j] + length > best:
+                    best = reach[j] + length
+            reach[i] = best
+        return reach
+
+    def longest_to(self, targets: list[Op]) -> list[int]:
+        """Longest path from each op's start to the end of some op in `targets`; UNREACHED
+        for ops that reach none."""
+        wanted = {self.index[op] for op in targets}
+        longest = [UNREACHED] * len(self.ops)
+        for i in reversed(range(len(self.ops))):
+            best = self.shortest[i] if i in wanted else UNREACHED
+            for j, length in self.after[i]:
+                if longest[j] != UNREACHED and length + longest[j] > best:
+                    best = length + longest[j]
+            longest[i] = best
+        return longest
+
+
+def microbatch_reach(data: SolveInput, source: Op) -> dict[Op, int]:
+    """Longest dependency path from `source`'s start to the start of each op of its
+    microbatch that follows it (and 0 to itself)."""
+    from zbsolve.solvers.base import _topological
+
+    ops = [op for op in data.ops if op.pipe == source.pipe and op.microbatch == source.microbatch]
+    reach = {source: 0}
+    for op in _topological(ops, {op: data.predecessors[op] for op in ops}):  # edges stay in a microbatch
+        if op == source:
+            continue
+        arrivals = [reach[p] + data.shortest(p) + d for p, d in data.predecessors[op] if p in reach]
+        if arrivals:
+            reach[op] = max(arrivals)
+    return reach
