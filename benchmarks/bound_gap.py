@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, markdown_table, parsed, ran_on, run_instance  # noqa: E402
+from benchmarks.run import fmt, in_child, machine, markdown_table, parsed, ran_on, run_instance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SUITE = "bound-gap"
@@ -56,7 +56,7 @@ def main() -> int:
     for count, index in enumerate(chosen, 1):
         instance = instances[index]
         print(f"[{count}/{len(chosen)}] {instance.name} ...", end=" ", flush=True)
-        row = _in_child(run_instance, SUITE, index, args.time_limit, args.workers, "cpsat", False)
+        row = in_child(run_instance, SUITE, index, args.time_limit, args.workers, "cpsat", False)
         if "error" not in row:
             row["static_bound"] = lower_bound(instance.build())
             row["shortfall_min"], row["shortfall_max"] = shortfall(row["static_bound"], row["solved"], row["bound"])
@@ -87,7 +87,7 @@ def write_markdown(path: Path, settings: dict, rows: list[dict]) -> None:
             continue
         low, high = r["shortfall_min"], r["shortfall_max"]
         share = f"{100 * high:.2f}%" if r["status"] == "optimal" else f"{100 * low:.2f}% to {100 * high:.2f}%"
-        cells.append([r["instance"], r["ops"], _fmt(r["static_bound"]), _fmt(r["solved"]), _fmt(r["bound"]),
+        cells.append([r["instance"], r["ops"], fmt(r["static_bound"]), fmt(r["solved"]), fmt(r["bound"]),
                       r["status"], share, r["total_s"]])
     lines += markdown_table(["instance", "ops", "static bound", "solved", "final bound", "status", "shortfall",
                              "total (s)"], cells)

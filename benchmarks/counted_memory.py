@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import from_profile  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, markdown_table, parsed, ran_on  # noqa: E402
+from benchmarks.run import fmt, in_child, machine, markdown_table, parsed, ran_on  # noqa: E402
 from benchmarks.study import write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -79,7 +79,7 @@ def main() -> int:
         row = describe(index)
         for counted in (True, False):
             print(f"{name}, counted {'on' if counted else 'off'} ...", end=" ", flush=True)
-            row["with" if counted else "without"] = found = _in_child(solve_one, index, counted, args.time_limit,
+            row["with" if counted else "without"] = found = in_child(solve_one, index, counted, args.time_limit,
                                                                        args.workers)
             print(found.get("error") or f"{found['value']:g} {found['status']} ({found['seconds']} s)", flush=True)
         rows.append(row)
@@ -91,8 +91,8 @@ def _cell(found: dict) -> str:
     if "error" in found:
         return f"error: {found['error']}"
     if found["status"] == "optimal":
-        return f"{_fmt(found['value'])} optimal, {found['seconds']} s"
-    return f"{_fmt(found['value'])} {found['status']}, bound {_fmt(found['bound'])}"
+        return f"{fmt(found['value'])} optimal, {found['seconds']} s"
+    return f"{fmt(found['value'])} {found['status']}, bound {fmt(found['bound'])}"
 
 
 def report(settings: dict, rows: list[dict]) -> str:

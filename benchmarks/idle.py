@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
+from benchmarks.run import fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
 from benchmarks.study import chosen_problem, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -143,7 +143,7 @@ def main() -> int:
         print(f"{name} ...", end=" ", flush=True)
         schedule = solve(problem, "cpsat", time_limit=args.time_limit, workers=args.workers, seed=args.seed)
         found.append({"instance": name, "status": schedule.solver.status, **account(schedule)})
-        print(f"{_fmt(found[-1]['value'])} ({found[-1]['status']})", flush=True)
+        print(f"{fmt(found[-1]['value'])} ({found[-1]['status']})", flush=True)
     write_study(args.out, "idle", {"settings": settings, "instances": found}, report(settings, found))
     return 0
 
@@ -165,7 +165,7 @@ def report(settings: dict, found: list[dict]) -> str:
     ]
     for entry in found:
         lines += ["", f"## {entry['instance']}", "",
-                  f"Solved {_fmt(entry['value'])} ({entry['status']}); static bound {_fmt(entry['static bound'])}; "
+                  f"Solved {fmt(entry['value'])} ({entry['status']}); static bound {fmt(entry['static bound'])}; "
                   f"gap {entry['value'] - entry['static bound']:.2f}."]
         if entry["setting device"] is not None:
             counted = entry.get("middle counted", 0.0)

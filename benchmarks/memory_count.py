@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
+from benchmarks.run import fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
 from benchmarks.study import chosen_problem, one_instance_arguments, positive_values, run_cpsat, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -103,14 +103,14 @@ def report(settings: dict, rows: list[dict]) -> str:
         f"# Memory counted at each F's start: {settings['instance']}", "",
         f"Suite `{settings['suite']}`, {settings['ops']} ops, CP-SAT, {settings['workers']} worker(s), "
         f"{settings['time_limit_s']:g} s per question; {ran_on(settings)}. zbsolve's static bound: "
-        f"{_fmt(settings['static_bound'])}.", "",
+        f"{fmt(settings['static_bound'])}.", "",
         "*at most*: CP-SAT asked for a schedule with objective at most this (*infeasible*: proven that none "
         "exists); *-*: minimised. *counted*: zbsolve's model plus the limit counted at every F's start; "
         "otherwise zbsolve's model alone.", "",
     ]
-    cells = [[_fmt(r["target"]) if r["target"] is not None else "-", "yes" if r["counted"] else "no",
-              r["booleans"], r["status"], _fmt(r["value"]) if r["value"] is not None else "-",
-              _fmt(r["bound"]) if r["bound"] is not None else "-", r["seconds"]] for r in rows]
+    cells = [[fmt(r["target"]) if r["target"] is not None else "-", "yes" if r["counted"] else "no",
+              r["booleans"], r["status"], fmt(r["value"]) if r["value"] is not None else "-",
+              fmt(r["bound"]) if r["bound"] is not None else "-", r["seconds"]] for r in rows]
     lines += markdown_table(["at most", "counted", "Booleans", "status", "value", "bound", "seconds"], cells)
     return "\n".join(lines) + "\n"
 

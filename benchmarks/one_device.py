@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
+from benchmarks.run import fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
 from benchmarks.study import chosen_problem, one_instance_arguments, positive_values, run_cpsat, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -121,14 +121,14 @@ def report(settings: dict, rows: list[dict]) -> str:
         f"# Device relaxations of {settings['instance']}", "",
         f"Suite `{settings['suite']}`, {memory}, CP-SAT, {settings['workers']} worker(s), "
         f"{settings['time_limit_s']:g} s per relaxation; {ran_on(settings)}. zbsolve's static bound: "
-        f"{_fmt(settings['static_bound'])}.", "",
+        f"{fmt(settings['static_bound'])}.", "",
         "*at most*: CP-SAT asked for a relaxation schedule no longer (*infeasible*: proven that none exists, so "
         "the problem's optimum is longer); *-*: minimised. *best*: the shortest relaxation schedule found, so the "
         "relaxation's optimum is at most this; *bound*: what CP-SAT proved, so the optimum is at least this.", "",
     ]
-    cells = [[",".join(map(str, r["devices"])), r["ops"], _fmt(r["target"]) if r["target"] is not None else "-",
-              r["status"], _fmt(r["best"]) if r["best"] is not None else "-",
-              _fmt(r["bound"]) if r["bound"] is not None else "-", r["seconds"]] for r in rows]
+    cells = [[",".join(map(str, r["devices"])), r["ops"], fmt(r["target"]) if r["target"] is not None else "-",
+              r["status"], fmt(r["best"]) if r["best"] is not None else "-",
+              fmt(r["bound"]) if r["bound"] is not None else "-", r["seconds"]] for r in rows]
     lines += markdown_table(["devices", "ops", "at most", "status", "best", "bound", "seconds"], cells)
     return "\n".join(lines) + "\n"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, markdown_table, parsed, run_instance  # noqa: E402
+from benchmarks.run import fmt, in_child, machine, markdown_table, parsed, run_instance  # noqa: E402
 
 SETTINGS = {
     "default": {},
@@ -87,9 +87,9 @@ def main() -> int:
         for setting in args.settings:
             parameters = SETTINGS[setting]
             print(f"{name} / {setting} ...", end=" ", flush=True)
-            row = _in_child(run_with, parameters, args.suite, index, args.time_limit, args.workers)
+            row = in_child(run_with, parameters, args.suite, index, args.time_limit, args.workers)
             row.update(setting=setting, instance=name)
-            print(row.get("error") or f"{_fmt(row['solved'])} (gap {row['gap']:.2%}, {row['total_s']} s)", flush=True)
+            print(row.get("error") or f"{fmt(row['solved'])} (gap {row['gap']:.2%}, {row['total_s']} s)", flush=True)
             rows.append(row)
     m = machine()
     lines = [
@@ -102,7 +102,7 @@ def main() -> int:
     lines += markdown_table(
         ["instance", "setting", "solved", "bound", "gap", "status", "best (s)", "total (s)"],
         [[row["instance"], row["setting"], f"error: {row['error']}"] if "error" in row else
-         [row["instance"], row["setting"], _fmt(row["solved"]), _fmt(row["bound"]), f"{row['gap']:.2%}",
+         [row["instance"], row["setting"], fmt(row["solved"]), fmt(row["bound"]), f"{row['gap']:.2%}",
           row["status"], row["best_solution_s"], row["total_s"]] for row in rows])
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.run import _fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
+from benchmarks.run import fmt, machine, markdown_table, parsed, ran_on  # noqa: E402
 from benchmarks.study import chosen_problem, one_instance_arguments, positive_values, write_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -170,14 +170,14 @@ def report(settings: dict, rows: list[dict]) -> str:
         f"# Periodic schedules of {settings['instance']}", "",
         f"Suite `{settings['suite']}`, blocks of {settings['block']} microbatch(es), CP-SAT, "
         f"{settings['workers']} worker(s), {settings['time_limit_s']:g} s per period; {ran_on(settings)}. "
-        f"Busiest device's work per microbatch: {_fmt(settings['work_per_microbatch'])}; zbsolve's static "
-        f"bound: {_fmt(settings['static_bound'])}.", "",
+        f"Busiest device's work per microbatch: {fmt(settings['work_per_microbatch'])}; zbsolve's static "
+        f"bound: {fmt(settings['static_bound'])}.", "",
         "*factor*: the period over the block's busiest-device work (1 = no idle between warm-up and cool-down). "
         "*infeasible*: proven, no periodic schedule with this period and block exists. *value*: the "
         "repeated block's objective after re-timing, validated; at most (M / block - 1) x period + *block*, "
         "the block's length.", "",
     ]
-    cells = [[_fmt(r["factor"]), _fmt(r["period"]), r["status"], _fmt(r["block_length"]), _fmt(r["value"]),
+    cells = [[fmt(r["factor"]), fmt(r["period"]), r["status"], fmt(r["block_length"]), fmt(r["value"]),
               r["seconds"]] for r in rows]
     lines += markdown_table(["factor", "period", "status", "block", "value", "seconds"], cells)
     return "\n".join(lines) + "\n"

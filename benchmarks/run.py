@@ -112,7 +112,7 @@ def run_scaling(target_ops: int) -> dict:
             "peak_rss_mb": round(_peak_rss_mb(), 1)}
 
 
-def _in_child(function, *args) -> dict:
+def in_child(function, *args) -> dict:
     """Run in a fresh process; a crash or an error is recorded, not raised."""
     context = multiprocessing.get_context("spawn")
     with context.Pool(1, maxtasksperchild=1) as pool:
@@ -143,7 +143,7 @@ def ran_on(settings: dict) -> str:
             f"OR-Tools {m['ortools']}")
 
 
-def _fmt(value, digits: int = 6) -> str:
+def fmt(value, digits: int = 6) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -179,8 +179,8 @@ def write_markdown(path: Path, settings: dict, rows: list[dict], scaling: list[d
         if "error" in r:
             cells.append([r.get("family", ""), r.get("instance", ""), *[""] * 6, f"error: {r['error']}"])
             continue
-        cells.append([r["family"], r["instance"], r["ops"], r["best_hand_made"] or "-", _fmt(r["best_hand_made_value"]),
-                      _fmt(r["solved"]), _fmt(r["bound"]), f"{100 * r['gap']:.2f}%", r["status"],
+        cells.append([r["family"], r["instance"], r["ops"], r["best_hand_made"] or "-", fmt(r["best_hand_made_value"]),
+                      fmt(r["solved"]), fmt(r["bound"]), f"{100 * r['gap']:.2f}%", r["status"],
                       r["first_solution_s"], r["best_solution_s"], r["total_s"], r["peak_rss_mb"]])
     lines += markdown_table(["family", "instance", "ops", "best hand-made", "value", "solved", "bound", "gap",
                              "status", "first (s)", "best (s)", "total (s)", "RSS (MB)"], cells)
@@ -243,7 +243,7 @@ def main() -> int:
     if not args.no_scaling:
         for n in SCALING_OPS if args.suite == "standard" else SCALING_OPS[:1]:
             print(f"scaling: about {n} ops ...", end=" ", flush=True)
-            scaling.append(_in_child(run_scaling, n))
+            scaling.append(in_child(run_scaling, n))
             print(scaling[-1], flush=True)
     _save(out, settings, rows, scaling)
     print(f"wrote {out / 'results.md'} and {out / 'results.json'}")
@@ -252,7 +252,7 @@ def main() -> int:
 
 def _run_one(args, index: int, instance, count: int) -> dict:
     print(f"[{index + 1}/{count}] {instance.name} ...", end=" ", flush=True)
-    row = _in_child(run_instance, args.suite, index, args.time_limit, args.workers, args.solver)
+    row = in_child(run_instance, args.suite, index, args.time_limit, args.workers, args.solver)
     row.setdefault("family", instance.family)
     row.setdefault("instance", instance.name)
     print(row.get("error") or f"{row['solved']:g} ({row['status']}, gap {100 * row['gap']:.2f}%, "

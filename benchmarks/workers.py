@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import _fmt, _in_child, machine, parsed, run_instance  # noqa: E402
+from benchmarks.run import fmt, in_child, machine, parsed, run_instance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -55,7 +55,7 @@ def chosen(args: argparse.Namespace) -> dict[str, int] | None:
 def solve_row(index: int, name: str, workers: int, time_limit: float) -> dict:
     load_before = os.getloadavg()[0]
     # The clock, not CP-SAT's work measure, limits every count: the question is what a minute buys.
-    row = _in_child(run_instance, "standard", index, time_limit, workers, "cpsat", False)
+    row = in_child(run_instance, "standard", index, time_limit, workers, "cpsat", False)
     row.update(instance=name, load_before=round(load_before, 1), load_after=round(os.getloadavg()[0], 1))
     return row
 
@@ -188,7 +188,7 @@ def report(args: argparse.Namespace) -> int:
                 loads.append("-")
                 continue
             ops = row["ops"]
-            cells.append(f"{_fmt(row['solved'])} / {100 * row['gap']:.2f}% ({row['status']})")
+            cells.append(f"{fmt(row['solved'])} / {100 * row['gap']:.2f}% ({row['status']})")
             loads.append(f"{row['load_before']}-{row['load_after']}"
                          + (f", {row['others_workers']}" if "others_workers" in row else ""))
         lines.append(f"| {name} | {ops} | " + " | ".join(cells) + " | " + " | ".join(loads) + " |")

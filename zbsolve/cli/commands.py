@@ -47,7 +47,7 @@ def describe_problem(problem: Problem) -> str:
     )
 
 
-def _write_outputs(schedule: Schedule, args: argparse.Namespace) -> None:
+def write_outputs(schedule: Schedule, args: argparse.Namespace) -> None:
     validate(schedule)
     if getattr(args, "output", None):
         write_schedule(schedule, args.output)
@@ -74,7 +74,7 @@ def run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_outputs(args: argparse.Namespace, problem: Problem) -> None:
+def check_outputs(args: argparse.Namespace, problem: Problem) -> None:
     """Every output can be written, before any work (a solve may take minutes)."""
     if getattr(args, "torch_csv", None):
         check_torch_form(problem)
@@ -89,12 +89,12 @@ def _check_outputs(args: argparse.Namespace, problem: Problem) -> None:
 
 def run_baseline_command(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
-    _check_outputs(args, problem)
+    check_outputs(args, problem)
     schedule = run_baseline(args.name, problem)
     reference = one_f_one_b_reference(problem)
     print(describe_problem(problem))
     print(comparison_table([schedule], reference))
-    _write_outputs(schedule, args)
+    write_outputs(schedule, args)
     return 0
 
 

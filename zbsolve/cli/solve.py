@@ -100,14 +100,14 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
 
 
 def run_solve(args: argparse.Namespace) -> int:
-    from .commands import _check_outputs, _write_outputs, print_comparison
+    from .commands import check_outputs, print_comparison, write_outputs
 
     check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic)
     problem = problem_from_args(args)
-    _check_outputs(args, problem)
+    check_outputs(args, problem)
     solved = solve_with_progress(problem, args)
     print_comparison(problem, [solved])
-    _write_outputs(solved, args)
+    write_outputs(solved, args)
     return 130 if solved.solver.status == "interrupted" else 0
 
 

@@ -227,7 +227,7 @@ def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
     before = {op: list(predecessors[op]) for op in ops}
     for a, b, delay in data.implied:
         before[b].append((a, delay))
-    topological = _topological(ops, before)
+    topological = topological_order(ops, before)
     data.before, data.topological = before, topological
     for op in topological:
         data.head[op] = max((data.head[p] + data.shortest(p) + d for p, d in before[op]), default=0)
@@ -326,7 +326,7 @@ def _next_releases(data: SolveInput, backward: Op, lower: list[int]) -> list[int
     return found
 
 
-def _topological(ops: list[Op], predecessors: dict[Op, list[tuple[Op, int]]]) -> list[Op]:
+def topological_order(ops: list[Op], predecessors: dict[Op, list[tuple[Op, int]]]) -> list[Op]:
     order, seen = [], set()
     for root in ops:
         stack = [(root, False)]
