@@ -104,6 +104,13 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
     models: dict = {}  # built when first asked
     ceiling: dict[int, int] = {}  # candidates: each has a relaxation schedule no longer than this
     proven, by, limit, rounds, answered = None, None, FIRST_SHARE * budget / max(1, len(unasked)), 0, False
+
+    def prove(value: int, device: int) -> None:
+        nonlocal proven, by
+        proven, by = value, device
+        if progress:
+            progress(value)
+
     while spent < budget and not data.stop.is_set():
         floor = lower if proven is None else proven
         roomy = [d for d in ceiling if ceiling[d] > floor]
@@ -113,9 +120,7 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
             code, used = _within(*models[device], target, budget - spent, ask)
             spent += used
             if code == cp_model.INFEASIBLE:
-                proven, by = target + 1, device
-                if progress:
-                    progress(proven)
+                prove(target + 1, device)
             elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 ceiling[device] = target
             else:
@@ -134,9 +139,7 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
                 if code == cp_model.INFEASIBLE:
                     ceiling[device] = best
                     if proven is None:
-                        proven, by = lower + 1, device
-                        if progress:
-                            progress(proven)
+                        prove(lower + 1, device)
             if spent >= budget or data.stop.is_set():
                 break
         limit, rounds = 2 * limit, rounds + 1
