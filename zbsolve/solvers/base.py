@@ -71,6 +71,14 @@ class SolveInput:
         return {op: j for j, op in enumerate(self.topological)}
 
     @cached_property
+    def microbatch_ops(self) -> dict[tuple[int, int], list[Op]]:
+        """The ops of each (pipe, microbatch), in `topological` order."""
+        found: dict[tuple[int, int], list[Op]] = {}
+        for op in self.topological:
+            found.setdefault((op.pipe, op.microbatch), []).append(op)
+        return found
+
+    @cached_property
     def successors(self) -> dict[Op, list[tuple[Op, int]]]:
         """`predecessors` inverted: each op's dependants with their delays (every op a key)."""
         found: dict[Op, list[tuple[Op, int]]] = {op: [] for op in self.ops}

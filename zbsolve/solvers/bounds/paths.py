@@ -62,11 +62,8 @@ class Paths:
 def microbatch_reach(data: SolveInput, source: Op) -> dict[Op, int]:
     """Longest dependency path from `source`'s start to the start of each op of its
     microbatch that follows it (and 0 to itself)."""
-    from zbsolve.solvers.base import topological_order
-
-    ops = [op for op in data.ops if op.pipe == source.pipe and op.microbatch == source.microbatch]
     reach = {source: 0}
-    for op in topological_order(ops, {op: data.predecessors[op] for op in ops}):  # edges stay in a microbatch
+    for op in data.microbatch_ops[source.pipe, source.microbatch]:  # dependencies stay in a microbatch
         if op == source:
             continue
         arrivals = [reach[p] + data.shortest(p) + d for p, d in data.predecessors[op] if p in reach]
