@@ -13,8 +13,8 @@ time on a machine with enough cores; each row records the load average around it
 the report shows whether they did. `pack` runs every worker count over the instances on one
 machine at once, never asking for more workers in all than it has cores: the largest counts
 first (a run of all the cores alone), then smaller ones side by side; each row records the
-most workers other runs asked for while it ran. `report` gathers DIR/workers-*.json into DIR/workers.md: solved
-value, bound, gap and status per instance and worker count.
+most workers other runs asked for while it ran. `report` gathers DIR/workers-*.json into
+DIR/workers.md: solved value, bound, gap and status per instance and worker count.
 """
 
 from __future__ import annotations
@@ -134,7 +134,10 @@ def pack(args: argparse.Namespace) -> int:
     packer, threads, t0 = Packer(args.cores), [], time.monotonic()
 
     def solve_one(key: int, workers: int, name: str) -> None:
-        row = solve_row(index[name], name, workers, args.time_limit)
+        try:
+            row = solve_row(index[name], name, workers, args.time_limit)
+        except Exception as error:  # the run's cores must be handed back whatever happened
+            row = {"instance": name, "error": f"{type(error).__name__}: {error}"}
         with packer.changed:
             row["others_workers"] = packer.finish(key)
             rows[workers].append(row)

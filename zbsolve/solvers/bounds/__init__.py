@@ -25,7 +25,8 @@ __all__ = ["UNREACHED", "Paths", "cooldown_bound", "jackson_bound", "lower_bound
 
 
 def lower_bound(data: SolveInput) -> int:
-    """The best of the bounds below."""
+    """The best of the critical path and each device's Jackson, warm-up and cool-down bounds
+    (for the span objective, each device's span bound)."""
     if data.objective == "span":
         paths = Paths(data)
         return max((span_bound(data, d, paths) for d, ops in enumerate(data.device_ops) if ops), default=0)
