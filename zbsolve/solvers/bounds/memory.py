@@ -19,17 +19,23 @@ def warmup_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail
     """Memory-limited warm-up: until a device's first backward starts, it can run only
     forwards, and only as many as its memory holds (nothing is released before a backward
     ends). So it idles for at least the wait for that first backward minus the forward
-    work that fits in memory, and everything else still follows.
-
-    The forward work that fits is a fractional knapsack (most time per byte first), an
-    upper bound on what any set of forwards within the limit can take.
+    work that fits in memory (`warmup_idle`), and everything else still follows.
     """
+    idle = warmup_idle(data, ops, head)
+    return 0 if idle is None else ops_work(data, ops) + idle + least_after(data, ops, tail)
+
+
+def warmup_idle(data: SolveInput, ops: list[Op], head: dict | None = None) -> int | None:
+    """Idle the device must spend before its first backward starts (None without a memory
+    limit or a backward: no warm-up bound). The forward work that fits is a fractional
+    knapsack (most time per byte first), an upper bound on what any set of forwards within
+    the limit can take."""
     if data.memory_limit is None:
-        return 0
-    head, tail = head or data.head, tail or data.tail
+        return None
+    head = head or data.head
     backwards = [op for op in ops if op.kind in ("B", "BW")]
     if not backwards:
-        return 0
+        return None
     first_backward = min(head[op] for op in backwards)
     room = data.memory_limit[data.graph.device(ops[0])]
     fits = 0.0
@@ -43,12 +49,8 @@ def warmup_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail
         else:
             fits += length * room / size
             break
-    return first_backward + math.ceil(ops_work(data, ops) - fits - 1e-9) + least_after(data, ops, tail)
-
-
-def warmup_idle(data: SolveInput, ops: list[Op], head: dict | None, tail: dict | None) -> float:
-    """Idle time the device must spend before its first backward starts."""
-    return warmup_bound(data, ops, head, tail) - ops_work(data, ops) - least_after(data, ops, tail)
+    work = ops_work(data, ops)
+    return first_backward + math.ceil(work - fits - 1e-9) - work
 
 
 def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
@@ -91,7 +93,7 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
             after = tail[last] - data.shortest(last) - least  # beyond what every op here needs after it
             candidates.append(_cooldown_idle(data, stages, last, reach, limit, after))
     idle = min(candidates, default=0)  # never empty in practice: some F here has no F after it
-    warm = max(0.0, warmup_idle(data, ops, head, tail))
+    warm = max(0, warmup_idle(data, ops, head) or 0)
     # The last F then starts after a backward has ended, so after the warm-up's idle.
     disjoint = sum(data.memory_effect[f][0] for forwards in stages.values() for f in forwards) > limit
     idle_total = idle + warm + middle_idle(data, stages, limit, reaches) if disjoint else max(idle, warm)
