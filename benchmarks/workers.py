@@ -64,6 +64,12 @@ def said(row: dict) -> str:
     return row.get("error") or f"{row['solved']:g} (bound {row['bound']:g}, gap {100 * row['gap']:.2f}%)"
 
 
+def run_settings(workers: int, time_limit: float, **more) -> dict:
+    """What a workers-<W>.json records of how its runs went."""
+    return {"workers": workers, "time_limit_s": time_limit, "solver": "cpsat",
+            "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(), **more}
+
+
 def save(out: Path, settings: dict, rows: list[dict]) -> None:
     path = out / f"workers-{settings['workers']}.json"
     path.write_text(json.dumps({"settings": settings, "instances": rows}, indent=1) + "\n", encoding="utf-8")
@@ -76,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
     names = list(index)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    settings = {"workers": args.workers, "time_limit_s": args.time_limit, "solver": "cpsat",
-                "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
+    settings = run_settings(args.workers, args.time_limit)
     rows = []
     for count, name in enumerate(names, 1):
         print(f"[{count}/{len(names)}] {name}, {args.workers} worker(s) ...", end=" ", flush=True)
@@ -125,10 +130,8 @@ def pack(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stamp, host = time.strftime("%Y-%m-%d %H:%M"), machine()
-    settings = {w: {"workers": w, "time_limit_s": args.time_limit, "solver": "cpsat", "date": stamp,
-                    "machine": host, "packed": f"{', '.join(map(str, counts))} workers on {args.cores} cores"}
-                for w in counts}
+    shared = run_settings(0, args.time_limit, packed=f"{', '.join(map(str, counts))} workers on {args.cores} cores")
+    settings = {w: {**shared, "workers": w} for w in counts}
     rows: dict[int, list[dict]] = {w: [] for w in counts}
     pending = [(w, name) for w in counts for name in index]
     packer, threads, t0 = Packer(args.cores), [], time.monotonic()
