@@ -1,9 +1,9 @@
 """A fast, memory-aware list scheduler (any placement, any costs, F&B pairs).
 
 It builds schedules op by op: the device that can start something earliest starts the
-op its priority rule prefers among those ready then. Several rules, in-flight caps, two
-ways of holding memory, paces and limits below the problem's are tried and the best
-schedule is returned. It is the warm start of the exact solvers and the answer for
+op its priority rule prefers among those ready then. Several rules, in-flight caps, three
+ways of holding memory (per device, per stage, across the pipe), paces and limits below
+the problem's are tried and the best schedule is returned. It is the warm start of the exact solvers and the answer for
 instances too large to model. Its status is `feasible`; only a matching lower bound makes
 it `optimal` (decided by `zbsolve.solvers.solve`).
 """
@@ -61,10 +61,15 @@ def solve_list(data: SolveInput) -> BackendResult:
                  for f in PACES for head in HEADS for r in RULES if r.name in PACED_RULES]
         passes = [p for pair in zip_longest(passes, paced) for p in pair if p is not None]
         passes += [dict(p, limit=level) for level in tighter_limits(data, shared) for p in paced]
-    for settings in passes:
+    # Reserving memory across the whole pipe never deadlocks: first where other passes may
+    # (crowded devices), else only where every other pass did.
+    fallback = [dict(rule=r, cap=None, across=True) for r in RULES] if limited else []
+    if crowded(data, shared):
+        passes, fallback = fallback + passes, []
+    for settings in passes + fallback:
         if data.stop.is_set():
             break
-        if best is not None and _budget_spent(data, tried, t0):
+        if best is not None and (_budget_spent(data, tried, t0) or settings in fallback):
             break
         run = ListRun(data, shared, **settings)
         tried += 1
@@ -100,6 +105,17 @@ def tighter_limits(data: SolveInput, shared: Layout) -> list[list[int]]:
     return levels
 
 
+def crowded(data: SolveInput, shared: Layout) -> bool:
+    """Whether some device of several pipes cannot hold one microbatch of each at once
+    (the room the whole-activation passes keep for other pipes does not fit there)."""
+    if data.memory_limit is None:
+        return False
+    held: dict[int, list[int]] = {}
+    for (d, _), activation in shared.reserve.items():
+        held.setdefault(d, []).append(activation)
+    return any(len(each) > 1 and sum(each) > data.memory_limit[d] for d, each in held.items())
+
+
 def _budget_spent(data: SolveInput, tried: int, t0: float) -> bool:
     """Ops placed so far against the limit when deterministic, else the clock."""
     if data.deterministic:
@@ -117,5 +133,5 @@ def _holding(run: ListRun, data: SolveInput) -> str:
     return text + (f" after the first {run.head + 1}" if run.head else "")
 
 
-__all__ = ["solve_list", "tighter_limits", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES", "HEADS",
+__all__ = ["solve_list", "tighter_limits", "crowded", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES", "HEADS",
            "TIGHTER_STEPS"]

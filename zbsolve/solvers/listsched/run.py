@@ -65,13 +65,16 @@ class ListRun:
     itself incomplete). `pace`: microbatch n may not enter the pipe before (n - head) * pace
     (the first head + 1 enter at once), which keeps memory from filling up with
     microbatches that then wait on each other. `limit`: the per-device memory the pass
-    holds to, the problem's own unless a tighter one is given."""
+    holds to, the problem's own unless a tighter one is given. `across`: a microbatch
+    entering its pipe reserves its activation on every device of the pipe at once; slow,
+    but it cannot deadlock where a device cannot hold one microbatch of each of its pipes
+    (two pipes may otherwise each fill a device the other needs next)."""
 
     def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None, whole: bool = True,
                  room: bool = True, pace: int | None = None, head: int = 0,
-                 limit: list[int] | None = None) -> None:
-        self.data, self.rule, self.cap, self.whole = data, rule, cap, whole
-        self.room, self.pace, self.head = room, pace, head
+                 limit: list[int] | None = None, across: bool = False) -> None:
+        self.data, self.rule, self.cap, self.whole = data, rule, cap, whole or across
+        self.room, self.pace, self.head, self.across = room, pace, head, across
         self.limit = data.memory_limit if limit is None else limit
         # earliest start of each pipe's first F's: computed once, `_ready` runs per candidate
         self.release = {} if pace is None else {op: pace * max(0, n - head) for op, n in shared.entering.items()}
@@ -107,6 +110,8 @@ class ListRun:
             start, slot = options[best]
             remaining -= self._place(best, start, slot)
             touched = {best} | {self.data.graph.device(s) for op in slot for s, _ in self.data.successors[op]}
+            if self.across:  # a release here may admit a microbatch whose pipe starts elsewhere
+                touched = range(devices)
             for d in touched:
                 options[d] = self._option(d)
         return True
@@ -171,6 +176,10 @@ class ListRun:
         stay within the in-flight cap."""
         key = (d, f.pipe)
         limit = self.limit
+        if self.across:
+            if limit is None or f not in self.layout.entering:  # reserved when it entered the pipe
+                return True
+            return all(self.committed[e] + r <= limit[e] for (e, q), r in self.layout.reserve.items() if q == f.pipe)
         activation = self.data.memory_effect[f][0]
         if f.stage != self.layout.entry_stage[key]:
             return self.whole or limit is None or self.committed[d] + activation <= limit[d]
@@ -220,7 +229,12 @@ class ListRun:
     def _account(self, d: int, op: Op) -> None:
         key = (d, op.pipe)
         entering = op.kind == "F" and op.stage == self.layout.entry_stage[key]
-        if op.kind == "F" and not self.whole:
+        if self.across:
+            if op in self.layout.entering:  # its activation on every device of the pipe, reserved at once
+                for (e, q), r in self.layout.reserve.items():
+                    if q == op.pipe:
+                        self.committed[e] += r
+        elif op.kind == "F" and not self.whole:
             self.committed[d] += self.data.memory_effect[op][0]
         elif entering:  # the whole microbatch's activation here, reserved at once
             self.committed[d] += self.layout.reserve[key]
