@@ -158,6 +158,25 @@ def test_cbc_refuses_overlap_and_names_cpsat():
         solve(problem, "cbc", time_limit=5)
 
 
+def test_a_failed_cbc_process_leaves_the_starting_schedule(monkeypatch):
+    # The bundled CBC segfaulted on a P=5 M=8 V-shape at 0.5x when its 1 s limit fell just
+    # after it took the starting solution; PuLP then raises, and the solve used to crash.
+    import pulp
+
+    runs = []
+
+    def crash(self, *args, **kwargs):
+        runs.append(self)
+        raise pulp.PulpSolverError("Pulp: Error while trying to execute")
+
+    monkeypatch.setattr(pulp.LpProblem, "solve", crash)
+    s = solve(uniform(4, 8, memory="0.5x", F=1, B=1.5, W=0.5), "cbc", time_limit=5, workers=1)
+    validate(s)
+    assert runs, "the starting schedule did not meet the bound: CBC was run"
+    assert s.solver.status == "feasible"
+    assert "CBC's process failed" in s.solver.message and "starting schedule (list)" in s.solver.message
+
+
 def test_progress_reports_values_in_problem_units():
     seen = []
     solve(uniform(3, 6, F=0.5, B=0.5, W=0.5, memory="1x"), "cpsat", time_limit=10, workers=1,

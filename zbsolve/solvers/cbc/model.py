@@ -198,11 +198,15 @@ def solve_cbc(data: SolveInput) -> BackendResult:
         try:
             model.prob.solve(command)
         except pulp.PulpSolverError:
-            if not data.stop.is_set():
-                raise
-            # CBC ignored the interrupt and was killed (see _watch_log): it left no solution.
-            return BackendResult("unknown", None, None, None, time.monotonic() - t0, interrupted=True,
-                                 message="CBC did not stop within its grace period and was killed")
+            if data.stop.is_set():  # CBC ignored the interrupt and was killed (see _watch_log)
+                return BackendResult("unknown", None, None, None, time.monotonic() - t0, interrupted=True,
+                                     message="CBC did not stop within its grace period and was killed")
+            # CBC's own process failed. The bundled CBC 2.10 segfaults in some runs (seen when
+            # its time limit fell just after it took the starting solution, before any node):
+            # it leaves no solution, and the starting schedule, if any, is the answer.
+            return BackendResult("unknown", None, None, None, time.monotonic() - t0,
+                                 message="CBC's process failed (it crashed or exited with an error) "
+                                         "and left no solution")
         log = _read_log(log_path)
     finally:
         done.set()
