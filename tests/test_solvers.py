@@ -243,6 +243,25 @@ def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, behaviour)
     assert solved.metrics.span == pytest.approx(25.1)
 
 
+def test_a_single_worker_cbc_solve_is_still_held_to_the_clock(monkeypatch):
+    # One worker makes a solve deterministic, which frees CP-SAT from the clock; CBC's limit
+    # is the clock's in any mode, and CBC ran 47 s against a 30 s limit (P=3 M=16
+    # interleaved:3 at 0.625x), so it is left behind like any overrunning search.
+    import zbsolve.solvers as solvers
+
+    def stubborn(data):
+        time.sleep(30)
+        raise AssertionError("left behind, never read")
+
+    monkeypatch.setattr(solvers, "_backend", lambda name: stubborn)
+    began = time.monotonic()
+    solved = solve(uniform(4, 8, memory="1.5x", F=1, B=1.2, W=0.7, objective="span"), "cbc", time_limit=2,
+                   workers=1)
+    assert time.monotonic() - began < 2 + solvers.OVERRUN_GRACE_S + 2
+    validate(solved)
+    assert "the search did not stop within 3 s of its" in solved.solver.message
+
+
 def test_a_hand_made_schedule_at_the_bound_skips_the_heuristics_and_the_model(monkeypatch):
     import zbsolve.solvers as solvers
 
