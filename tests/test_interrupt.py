@@ -73,3 +73,44 @@ def test_interrupt_early_leaves_a_valid_file_or_none(tmp_path, delay):
         assert schedule.solver.status == "interrupted"
     assert sorted(p.name for p in tmp_path.iterdir()) in (["scratch"], ["scratch", "solved.json"])
     assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to reach the CBC process")
+def test_a_cbc_run_left_behind_is_killed_when_the_program_ends(tmp_path):
+    # A search that overruns its limit is left behind, and the daemon thread that would kill
+    # its CBC ends with the program: CBC ran on alone after `zbsolve solve` had returned.
+    # Two stand-ins named cbc: the one reading from a run's folder still going is killed at
+    # exit, the other (not zbsolve's) is left alone.
+    fake = tmp_path / "cbc"
+    fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    fake.chmod(0o755)
+    ours, other = str(tmp_path / "zbsolve-cbc-ours"), str(tmp_path / "zbsolve-cbc-other")
+    script = (
+        "import subprocess\n"
+        "from zbsolve.solvers.cbc import model\n"
+        "quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"ours = subprocess.Popen([{str(fake)!r}, {ours!r} + '/model.mps'], **quiet)\n"
+        f"other = subprocess.Popen([{str(fake)!r}, {other!r} + '/model.mps'], **quiet)\n"
+        f"model._RUNNING.add({ours!r})\n"
+        "print(ours.pid, other.pid)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    ours_pid, other_pid = map(int, done.stdout.split())
+    try:
+        deadline = time.monotonic() + 5
+        while _running(ours_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(ours_pid), "the left-behind CBC still runs"
+        assert _running(other_pid)
+    finally:
+        for pid in (ours_pid, other_pid):
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ forward's start is a linear sum over those orders.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import signal
@@ -24,6 +25,7 @@ from zbsolve.ops import Op
 from zbsolve.solvers.base import BackendResult, SolveInput
 
 CBC_GRACE_S = 3.0  # how long CBC may take to honour an interrupt before it is killed
+_RUNNING: set[str] = set()  # work folders of CBC runs not yet ended (their CBC is killed at exit)
 
 
 def _ancestors(data: SolveInput) -> dict[Op, int]:
@@ -185,7 +187,7 @@ def solve_cbc(data: SolveInput) -> BackendResult:
     workdir = tempfile.TemporaryDirectory(prefix="zbsolve-cbc-", ignore_cleanup_errors=True)
     log_path = os.path.join(workdir.name, "cbc.log")
     done = threading.Event()
-    watcher = threading.Thread(target=_watch_log, args=(log_path, data, t0, done), daemon=True)
+    watcher = threading.Thread(target=_watch_log, args=(log_path, workdir.name, data, t0, done), daemon=True)
     watcher.start()
     try:
         with warnings.catch_warnings():
@@ -195,6 +197,7 @@ def solve_cbc(data: SolveInput) -> BackendResult:
                 warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {int(data.seed) + 1}"],
             )
             command.tmpDir = workdir.name
+        _RUNNING.add(workdir.name)
         try:
             model.prob.solve(command)
         except pulp.PulpSolverError:
@@ -209,6 +212,7 @@ def solve_cbc(data: SolveInput) -> BackendResult:
                                          "and left no solution")
         log = _read_log(log_path)
     finally:
+        _RUNNING.discard(workdir.name)
         done.set()
         watcher.join(timeout=2)
         workdir.cleanup()
@@ -227,16 +231,16 @@ def solve_cbc(data: SolveInput) -> BackendResult:
                          message="CBC found no schedule within the time limit")
 
 
-def _watch_log(path: str, data: SolveInput, t0: float, done: threading.Event) -> None:
+def _watch_log(path: str, workdir: str, data: SolveInput, t0: float, done: threading.Event) -> None:
     """Report CBC's progress from its log file while it runs; pass a stop request on."""
     last, forwarded, killed = None, None, False
     while not done.wait(0.5):
-        if data.stop.is_set() and forwarded is None and _interrupt_cbc(signal.SIGINT):
+        if data.stop.is_set() and forwarded is None and _interrupt_cbc(signal.SIGINT, workdir):
             forwarded = time.monotonic()
         # CBC notices SIGINT only between search nodes; a long root LP can hold it for many
         # seconds, so after a grace period it is killed (the starting schedule remains).
         if forwarded is not None and not killed and time.monotonic() - forwarded > CBC_GRACE_S:
-            killed = _interrupt_cbc(signal.SIGKILL)
+            killed = _interrupt_cbc(signal.SIGKILL, workdir)
         if data.progress is None:
             continue
         found = _read_log(path)
@@ -246,8 +250,9 @@ def _watch_log(path: str, data: SolveInput, t0: float, done: threading.Event) ->
             data.progress(data.value(now[0]), data.value(now[1]), time.monotonic() - t0)
 
 
-def _interrupt_cbc(signum: int) -> bool:
-    """Send `signum` to this process's CBC child: on SIGINT CBC stops and writes its best solution.
+def _interrupt_cbc(signum: int, workdir: str) -> bool:
+    """Send `signum` to this process's CBC child that reads its model from `workdir`: on
+    SIGINT CBC stops and writes its best solution.
 
     PuLP keeps the child's handle to itself, so the child is found in /proc (Linux); where
     there is no /proc, CBC runs on to its time limit.
@@ -256,13 +261,22 @@ def _interrupt_cbc(signum: int) -> bool:
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
         name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        if fields[1] == me and "cbc" in name.lower():
+        if fields[1] == me and "cbc" in name.lower() and workdir.encode() in command:
             try:
                 os.kill(int(entry.name), signum)
                 sent = True
             except OSError:
                 pass
     return sent
+
+
+@atexit.register
+def _end_leftover_runs() -> None:
+    """A search that overran its limit is left behind (`zbsolve.solvers`), and its watcher,
+    a daemon thread, ends with the program before it kills CBC: CBC would run on alone."""
+    for workdir in list(_RUNNING):
+        _interrupt_cbc(signal.SIGKILL, workdir)
