@@ -3,9 +3,9 @@
 It builds schedules op by op: the device that can start something earliest starts the
 op its priority rule prefers among those ready then. Several rules, in-flight caps, three
 ways of holding memory (per device, per stage, across the pipe), paces and limits below
-the problem's are tried and the best schedule is returned. It is the warm start of the exact solvers and the answer for
-instances too large to model. Its status is `feasible`; only a matching lower bound makes
-it `optimal` (decided by `zbsolve.solvers.solve`).
+the problem's are tried and the best schedule is returned. It is the warm start of the
+exact solvers and the answer for instances too large to model. Its status is `feasible`;
+only a matching lower bound makes it `optimal` (decided by `zbsolve.solvers.solve`).
 """
 
 from __future__ import annotations
@@ -133,5 +133,5 @@ def _holding(run: ListRun, data: SolveInput) -> str:
     return text + (f" after the first {run.head + 1}" if run.head else "")
 
 
-__all__ = ["solve_list", "tighter_limits", "crowded", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES", "HEADS",
-           "TIGHTER_STEPS"]
+__all__ = ["solve_list", "tighter_limits", "crowded", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES",
+           "HEADS", "TIGHTER_STEPS"]
