@@ -66,10 +66,10 @@ def solve_list(data: SolveInput) -> BackendResult:
     fallback = [dict(rule=r, cap=None, across=True) for r in RULES] if limited else []
     if crowded(data, shared):
         passes, fallback = fallback + passes, []
-    for settings in passes + fallback:
+    for i, settings in enumerate(passes + fallback):
         if data.stop.is_set():
             break
-        if best is not None and (_budget_spent(data, tried, t0) or settings in fallback):
+        if best is not None and (_budget_spent(data, tried, t0) or i >= len(passes)):
             break
         run = ListRun(data, shared, **settings)
         tried += 1

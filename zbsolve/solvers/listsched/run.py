@@ -109,9 +109,9 @@ class ListRun:
                 return False  # every device waits on memory another device holds
             start, slot = options[best]
             remaining -= self._place(best, start, slot)
-            touched = {best} | {self.data.graph.device(s) for op in slot for s, _ in self.data.successors[op]}
-            if self.across:  # a release here may admit a microbatch whose pipe starts elsewhere
-                touched = range(devices)
+            # Across the pipe, a release here may admit a microbatch whose pipe starts elsewhere.
+            touched = range(devices) if self.across else (
+                {best} | {self.data.graph.device(s) for op in slot for s, _ in self.data.successors[op]})
             for d in touched:
                 options[d] = self._option(d)
         return True
