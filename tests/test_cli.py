@@ -136,6 +136,9 @@ BAD = [
     (["--stages", "4", "--microbatches", "8", "--F", "-1"], "--F must be >= 0, got -1"),
     (["--stages", "4", "--microbatches", "8", "--fb-overlap", "0"], "--fb-overlap must be > 0"),
     (["--stages", "4096", "--microbatches", "1000000"], "make 12,288,000,000 ops; zbsolve handles at most"),
+    (["--stages", "100000000000", "--microbatches", "2"], "make 600,000,000,000 ops"),  # was a MemoryError
+    (["--stages", "4", "--microbatches", "8", "--placement", "interleaved:100000000000"], "9,600,000,000,000 ops"),
+    (["--stages", "4", "--microbatches", "8", "--placement", "interleaved:" + "9" * 5000], "placement must be"),
     (["--stages", "4", "--microbatches", "8", "--B", "nan"], "--B must be a finite number"),
     (["--stages", "4", "--microbatches", "8", "--activation", "1", "--residual", "2"], "residual"),
     (["--stages", "4", "--microbatches", "8", "--memory", "banana"], "memory"),

@@ -50,6 +50,28 @@ def test_reader_names_a_missing_key(tmp_path):
         read_schedule(tmp_path / "f.json")
 
 
+def test_numbers_too_large_for_a_float_are_refused_by_name(tmp_path):
+    # JSON integers have no size limit; float() of one with 400 digits raises OverflowError.
+    huge = "1" + "0" * 400
+    text = dumps(run_baseline("1f1b", uniform(2, 2)))
+    (tmp_path / "f.json").write_text(text.replace('"start": 0.0', f'"start": {huge}', 1))
+    with pytest.raises(ScheduleFileError, match=r"devices\[0\].ops\[0\].start must be finite"):
+        read_schedule(tmp_path / "f.json")
+    base = {"name": "t", "source": "a test profile", "costs": {"F": 1, "B": 1, "W": 1}}
+    with pytest.raises(ProfileError, match="costs.F must be a finite number"):
+        profile_from_dict({**base, "costs": {"F": 10 ** 400, "B": 1, "W": 1}})
+
+
+def test_a_file_claiming_absurd_counts_is_refused_without_building_them(tmp_path):
+    data = json.loads(dumps(run_baseline("1f1b", uniform(2, 2))))
+    for key, said in (("microbatches", "assign each id"), ("devices", "device 2 holds none")):
+        changed = json.loads(json.dumps(data))
+        changed["problem"][key] = 10 ** 30  # building range() of it exhausted memory
+        (tmp_path / "f.json").write_text(json.dumps(changed))
+        with pytest.raises(ScheduleFileError, match=said):
+            read_schedule(tmp_path / "f.json")
+
+
 def test_torch_csv_rows_follow_the_order():
     text = torch_csv(run_baseline("zb-h1", uniform(2, 2)))
     assert text == "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"

@@ -7,6 +7,7 @@ from hypothesis import given
 from zbsolve.errors import UsageError
 from zbsolve.limits import MAX_MODEL_OPS, SizeError, model_size, op_count
 from zbsolve.ops import OpGraph
+from zbsolve.problem import Pipe, Problem, Stage, StageCost
 from zbsolve.solvers import solve
 from zbsolve.solvers.base import build_input
 from zbsolve.validate import validate
@@ -33,7 +34,22 @@ def test_cpsat_size_counts_ops_and_every_possible_pair(problem):
 
 
 def test_absurd_sizes_are_refused_by_the_api_before_building_anything():
-    problem = uniform(4096, 1_000_000)
+    with pytest.raises(SizeError, match="12,288,000,000 ops"):
+        uniform(4096, 1_000_000)
+    # Counted from the bare numbers: these would need terabytes to build (the pipes' range, one
+    # cost record per device) and ended in MemoryError or the machine swapping.
+    with pytest.raises(SizeError, match="600,000,000,000 ops"):
+        uniform(100_000_000_000, 2)
+    with pytest.raises(SizeError, match=r"interleaved:100000000000 placement\) make 9,600,000,000,000 ops"):
+        uniform(4, 8, placement="interleaved:100000000000")
+    with pytest.raises(SizeError, match="20,000,000 ops"):
+        uniform(10, 1_000_000, placement="bidirectional", split_backward=False)
+
+
+def test_an_absurd_problem_built_by_hand_is_refused_by_every_entry_point():
+    stages = tuple(Stage(d, 0) for d in range(4096))
+    problem = Problem(devices=4096, microbatches=1_000_000, stage_costs=(StageCost(1, 1, 1, 1, 0.5),),
+                      pipes=(Pipe(stages, tuple(range(1_000_000))),))
     with pytest.raises(SizeError, match="12,288,000,000 ops"):
         OpGraph(problem)
     with pytest.raises(UsageError, match="fewer microbatches"):

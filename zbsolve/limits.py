@@ -33,16 +33,24 @@ def _per_device(problem: Problem) -> list[list[int]]:
     return held
 
 
+def shape(devices: int, microbatches: int, placement: str) -> str:
+    return f"P={devices} devices x M={microbatches} microbatches ({placement} placement)"
+
+
 def _shape(problem: Problem) -> str:
-    return f"P={problem.devices} devices x M={problem.microbatches} microbatches ({problem.placement} placement)"
+    return shape(problem.devices, problem.microbatches, problem.placement)
 
 
 def check_size(problem: Problem) -> None:
     """Refuse problems whose op list alone would not fit (every command builds it)."""
-    ops = op_count(problem)
+    check_op_count(op_count(problem), _shape(problem))
+
+
+def check_op_count(ops: int, shape_text: str) -> None:
+    """Refuse `ops` above MAX_OPS; also called from the bare numbers, before a problem exists."""
     if ops > MAX_OPS:
         raise SizeError(
-            f"{_shape(problem)} make {ops:,} ops; zbsolve handles at most {MAX_OPS:,} "
+            f"{shape_text} make {ops:,} ops; zbsolve handles at most {MAX_OPS:,} "
             f"(about 20 us and 0.6 KB each): use fewer microbatches (bubble rates settle once "
             f"M is a few times P) or fewer stages"
         )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zbsolve.errors import ProblemError
+from zbsolve.limits import check_op_count, shape
 from zbsolve.problem import Pipe, Problem, Stage, StageCost, check_count
 
 PLACEMENT_HELP = "single, interleaved:V (V >= 1), vshape or bidirectional"
@@ -27,13 +28,21 @@ def parse_placement(text: str) -> Placement:
     value = text.strip().lower()
     if value in ("single", "vshape", "bidirectional"):
         return Placement(value, 2 if value == "vshape" else 1)
-    match = re.fullmatch(r"interleaved:(-?\d+)", value)
+    match = re.fullmatch(r"interleaved:(-?\d{1,18})", value)  # longer is a typo, and int() refuses 4,300 digits
     if match:
         chunks = int(match.group(1))
         if chunks < 1:
             raise ProblemError(f"placement interleaved:V needs V >= 1, got interleaved:{chunks}")
         return Placement("interleaved", chunks)
     raise ProblemError(f"placement must be {PLACEMENT_HELP}; got {text!r}")
+
+
+def check_shape(placement: Placement, devices: int, microbatches: int, split_backward: bool) -> None:
+    """Refuse a shape whose op list would not fit, from the numbers alone: building the pipes
+    or one cost record per device first would exhaust memory on a mistyped count."""
+    kinds = 3 if split_backward else 2  # a microbatch passes chunks x P stages (P on each DualPipe pipe)
+    check_op_count(kinds * placement.chunks * devices * microbatches,
+                   shape(devices, microbatches, placement.name))
 
 
 def _chunked_costs(rank_costs: Sequence[StageCost], chunks: int) -> list[StageCost]:
@@ -133,6 +142,7 @@ def build_problem(
     check_count("devices", devices)
     check_count("microbatches", microbatches)
     where = placement if isinstance(placement, Placement) else parse_placement(placement)
+    check_shape(where, devices, microbatches, split_backward)
     if isinstance(rank_costs, StageCost):
         rank_costs = [rank_costs] * devices
     if len(rank_costs) != devices:

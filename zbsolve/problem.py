@@ -16,12 +16,24 @@ from zbsolve.errors import ProblemError, ProblemWarning
 OBJECTIVES = ("makespan", "span")
 
 
+def finite(value: object) -> float | None:
+    """value as a float if it is a finite real number (not a bool), else None. An integer
+    too large for a float (JSON allows any length) is not finite here, not an OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def check_number(name: str, value: object, *, minimum: float = 0.0, strict: bool = False) -> float:
     """Return value as a float, or raise ProblemError naming `name` and the allowed range."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ProblemError(f"{name} must be a number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
+    number = finite(value)
+    if number is None:
         raise ProblemError(f"{name} must be a finite number, got {value!r}")
     if number < minimum or (strict and number == minimum):
         bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
@@ -156,15 +168,16 @@ class Problem:
                         f"(0..{len(self.stage_costs) - 1}), got {stage.cost!r}"
                     )
             seen.extend(pipe.microbatches)
-        if sorted(seen) != list(range(self.microbatches)):
+        # Counts first: a huge `microbatches` or `devices` (a hand-edited file) must not build a range.
+        if len(seen) != self.microbatches or sorted(seen) != list(range(self.microbatches)):
             raise ProblemError(
                 f"pipes' microbatches must assign each id 0..{self.microbatches - 1} "
                 "to exactly one pipe"
             )
         used = {s.device for pipe in self.pipes for s in pipe.stages}
-        idle = sorted(set(range(self.devices)) - used)
-        if idle:
-            raise ProblemError(f"every device must hold a stage; device {idle[0]} holds none")
+        if len(used) != self.devices:
+            idle = next(d for d in range(self.devices) if d not in used)
+            raise ProblemError(f"every device must hold a stage; device {idle} holds none")
 
     # Derived facts used by metrics, baselines and the CLI.
 

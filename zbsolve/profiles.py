@@ -8,13 +8,12 @@ indices count from the last). Unknown keys are refused so a typo is never ignore
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zbsolve.errors import ProfileError
-from zbsolve.problem import StageCost
+from zbsolve.problem import StageCost, finite
 
 COST_KEYS = ("F", "B", "W", "activation", "residual")
 PROFILE_KEYS = {
@@ -58,11 +57,12 @@ class Profile:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    number = finite(value)
+    if number is None:
         raise ProfileError(f"{where} must be a finite number, got {value!r}")
-    if value < 0:
+    if number < 0:
         raise ProfileError(f"{where} must be >= 0, got {value!r}")
-    return float(value)
+    return number
 
 
 def _cost_fields(record: Any, where: str, *, partial: bool = False) -> dict:

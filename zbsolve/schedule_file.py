@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 from zbsolve.errors import MissingFileError, ProblemError, ScheduleFileError
 from zbsolve.files import write_atomic
 from zbsolve.ops import KINDS, Op
-from zbsolve.problem import Pipe, Problem, Stage, StageCost
+from zbsolve.problem import Pipe, Problem, Stage, StageCost, finite
 from zbsolve.schedule import STATUSES, Metrics, Schedule, SolverInfo, TimedOp
 
 FORMAT = "zbsolve-schedule"
@@ -127,9 +126,10 @@ def _number(value: Any, where: str, optional: bool = False) -> float | None:
     if optional and value is None:
         return None
     _typed(value, (int, float), where, "a number")
-    if not math.isfinite(value):
+    number = finite(value)
+    if number is None:
         raise ScheduleFileError(f"{where} must be finite, got {value!r}")
-    return float(value)
+    return number
 
 
 def _int(value: Any, where: str) -> int:

@@ -9,7 +9,7 @@ import warnings
 from dataclasses import replace
 
 from zbsolve.errors import ProblemWarning, UsageError
-from zbsolve.placements import MEMORY_HELP, PLACEMENT_HELP, build_problem
+from zbsolve.placements import MEMORY_HELP, PLACEMENT_HELP, build_problem, check_shape, parse_placement
 from zbsolve.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.profiles import load_profile
 
@@ -66,6 +66,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
         raise UsageError(f"--stages must be >= 1, got {devices}")
     if microbatches < 1:
         raise UsageError(f"--microbatches must be >= 1, got {microbatches}")
+    check_shape(parse_placement(args.placement), devices, microbatches, not args.no_split_backward)
     base = profile.rank_costs(devices) if profile else [StageCost(1.0, 1.0, 1.0, 1.0, 0.5)] * devices
     flags = {k: getattr(args, k) for k in ("F", "B", "W", "activation", "residual") if getattr(args, k) is not None}
     if "activation" in flags and "residual" not in flags:
