@@ -4,7 +4,7 @@ from hypothesis import strategies as st
 
 from zbsolve.errors import InfeasibleError
 from zbsolve.placements import build_problem
-from zbsolve.problem import StageCost
+from zbsolve.problem import Pipe, Problem, Stage, StageCost
 from zbsolve.solvers import check_memory_feasible, minimum_memory
 
 
@@ -62,6 +62,41 @@ def placed_problems(draw, max_microbatches=4, memory=True):
     return build_problem(
         P, M, draw(stage_costs(P)), placement=placement,
         comm=draw(st.sampled_from([0.0, 0.1, 0.5])), memory=limit, fb_overlap=overlap,
+        split_backward=draw(st.booleans()), objective=draw(st.sampled_from(["makespan", "span"])),
+    )
+
+
+@st.composite
+def hand_built_problems(draw):
+    """Problems a library user builds by hand: one to three pipes of any length, stages on any
+    device (neighbours on one device too), cost records shared between stages, B, W and
+    activations that may be 0, per-device limits from one to three microbatches' worth."""
+    P = draw(st.integers(1, 3))
+    maybe_zero = st.one_of(st.just(0.0), cost_value)
+    records = []
+    for _ in range(draw(st.integers(1, 3))):
+        activation = draw(st.sampled_from([0.0, 1.0, 2.0]))
+        residual = draw(st.sampled_from([0.0, 0.5, 1.0])) * activation
+        records.append(StageCost(draw(cost_value), draw(maybe_zero), draw(maybe_zero), activation, residual))
+    pipes_stages = [
+        [Stage(draw(st.integers(0, P - 1)), draw(st.integers(0, len(records) - 1)))
+         for _ in range(draw(st.integers(1, 4)))]
+        for _ in range(draw(st.integers(1, 3)))
+    ]
+    used = {s.device for stages in pipes_stages for s in stages}
+    pipes_stages[0] += [Stage(d, 0) for d in range(P) if d not in used]
+    M = draw(st.integers(len(pipes_stages), len(pipes_stages) + 3))
+    owner = list(range(len(pipes_stages))) + [draw(st.integers(0, len(pipes_stages) - 1))
+                                               for _ in range(M - len(pipes_stages))]
+    pipes = tuple(Pipe(tuple(stages), tuple(i for i in range(M) if owner[i] == q))
+                  for q, stages in enumerate(pipes_stages))
+    held = [max(sum(records[s.cost].activation for s in pipe.stages if s.device == d) for pipe in pipes)
+            for d in range(P)]
+    factor = draw(st.sampled_from([None, 1.0, 1.5, 2.0, 3.0]))
+    limit = None if factor is None else tuple(max(factor * h, 0.5) for h in held)
+    return Problem(
+        devices=P, microbatches=M, stage_costs=tuple(records), pipes=pipes,
+        comm=draw(st.sampled_from([0.0, 0.1, 0.5])), memory_limit=limit,
         split_backward=draw(st.booleans()), objective=draw(st.sampled_from(["makespan", "span"])),
     )
 

@@ -133,7 +133,9 @@ def test_torch_csv_export_of_a_two_pipe_schedule_is_a_usage_error(capsys, tmp_pa
 BAD = [
     (["--stages", "0", "--microbatches", "8"], "--stages"),
     (["--stages", "4", "--microbatches", "0"], "--microbatches"),
-    (["--stages", "4", "--microbatches", "8", "--F", "-1"], "--F must be >= 0, got -1"),
+    (["--stages", "4", "--microbatches", "8", "--F", "-1"], "--F must be > 0, got -1"),
+    (["--stages", "4", "--microbatches", "8", "--B", "-1"], "--B must be >= 0, got -1"),
+    (["--stages", "4", "--microbatches", "8", "--F", "0"], "--F must be > 0, got 0"),
     (["--stages", "4", "--microbatches", "8", "--fb-overlap", "0"], "--fb-overlap must be > 0"),
     (["--stages", "4096", "--microbatches", "1000000"], "make 12,288,000,000 ops; zbsolve handles at most"),
     (["--stages", "100000000000", "--microbatches", "2"], "make 600,000,000,000 ops"),  # was a MemoryError

@@ -6,7 +6,7 @@ from helpers import uniform
 
 from zbsolve.errors import ProblemError, ProblemWarning
 from zbsolve.placements import build_problem, parse_memory, parse_placement
-from zbsolve.problem import StageCost
+from zbsolve.problem import Pipe, Problem, Stage, StageCost
 
 
 def test_single_placement_is_one_chain_one_stage_per_device():
@@ -84,6 +84,7 @@ def test_heterogeneous_costs_map_to_chunks_in_layer_order():
         (dict(rank_costs=StageCost(1, math.nan, 1)), "B"),
         (dict(rank_costs=StageCost(1, 1, math.inf)), "W"),
         (dict(rank_costs=StageCost(1, 1, 1, 1.0, 2.0)), "residual"),
+        (dict(rank_costs=StageCost(0, 1, 1)), r"F must be > 0"),
         (dict(placement="diagonal"), "placement"),
         (dict(placement="interleaved:0"), "interleaved"),
         (dict(placement="bidirectional", microbatches=7), "even"),
@@ -109,3 +110,11 @@ def test_memory_shorthands():
     assert parse_memory("5", p) == (5.0,) * 4
     assert parse_memory("1,2,3,4", p) == (1.0, 2.0, 3.0, 4.0)
     assert parse_placement("interleaved:2").chunks == 2
+
+
+def test_a_pipe_without_microbatches_is_refused():
+    # Its devices would list no ops, which no schedule file or metric can describe.
+    stages = (Stage(0, 0),)
+    with pytest.raises(ProblemError, match=r"pipes\[1\] has no microbatches"):
+        Problem(devices=1, microbatches=1, stage_costs=(StageCost(1, 1, 1),),
+                pipes=(Pipe(stages, (0,)), Pipe(stages, ())))

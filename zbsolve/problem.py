@@ -67,8 +67,10 @@ class StageCost:
             raise ProblemError(
                 f"{where}.residual must be <= activation ({activation:g}), got {residual:g}"
             )
-        if values["F"] + values["B"] + values["W"] == 0:
-            raise ProblemError(f"{where}: F + B + W must be > 0")
+        if values["F"] == 0:
+            # A forward of no length would take its memory at an instant other ops of no
+            # length share: their order would decide the peak, which the models cannot see.
+            raise ProblemError(f"{where}.F must be > 0, got 0")
         return StageCost(**values, activation=activation, residual=residual)
 
     @property
@@ -156,6 +158,8 @@ class Problem:
         for q, pipe in enumerate(self.pipes):
             if not pipe.stages:
                 raise ProblemError(f"pipes[{q}].stages must not be empty")
+            if not pipe.microbatches:  # it would do no work, and its devices none either
+                raise ProblemError(f"pipes[{q}] has no microbatches; leave the pipe out")
             for k, stage in enumerate(pipe.stages):
                 if not (isinstance(stage.device, int) and 0 <= stage.device < self.devices):
                     raise ProblemError(

@@ -45,7 +45,7 @@ def _check_flag(name: str, value: float | None) -> None:
         return
     if not math.isfinite(value):
         raise UsageError(f"--{name} must be a finite number, got {value}")
-    if name == "fb-overlap" and value <= 0:
+    if name in ("fb-overlap", "F") and value <= 0:  # a forward of no length: see StageCost.checked
         raise UsageError(f"--{name} must be > 0, got {value:g}")
     if value < 0:
         raise UsageError(f"--{name} must be >= 0, got {value:g}")

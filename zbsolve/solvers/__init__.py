@@ -157,10 +157,19 @@ def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op,
         partner[f] = b
         partner[b] = f
     absorbed = {Op("W", b.pipe, b.stage, b.microbatch) for _, b in result.pairs}
+
+    def execution_order(op: Op) -> tuple[int, int, bool, int]:
+        # At one start time an op of no length (a W of cost 0) runs first: after a longer op
+        # it would start, and free its memory, only when that op ends. Among ops of no length
+        # at one instant, those that free memory run before forwards, as the models count
+        # them (no dependency runs the other way there, since no stage has F + B = 0).
+        length = data.pair_duration if op in partner else data.duration[op]
+        return result.starts[op], result.starts[op] + length, op.kind == "F", data.rank[op]
+
     orders = []
     for ops in data.device_ops:
         slots = []
-        for op in sorted(ops, key=lambda op: (result.starts[op], data.rank[op])):
+        for op in sorted(ops, key=execution_order):
             if op in absorbed or (op in partner and op.kind != "F"):
                 continue
             if op in partner:

@@ -98,7 +98,7 @@ def tighter_limits(data: SolveInput, shared: Layout) -> list[list[int]]:
     floor = [sum(r for (e, _), r in shared.reserve.items() if e == d) for d in devices]
     levels: list[list[int]] = []
     for fewer in TIGHTER_STEPS:
-        level = [min(limit, max(least, (limit // u - fewer) * u))
+        level = [min(limit, max(least, (limit // u - fewer) * u)) if u else limit  # u = 0: holds nothing
                  for limit, u, least in zip(data.memory_limit, unit, floor)]
         if level != data.memory_limit and level not in levels:
             levels.append(level)
