@@ -1,13 +1,18 @@
 """Plots: files of the asked format, memory curves that agree with the metrics."""
 
+from dataclasses import replace
+
 import pytest
-from helpers import uniform
+from helpers import placed_problems, uniform
+from hypothesis import given
 
 from zbsolve.baselines import run_baseline
 from zbsolve.cli import main
 from zbsolve.plot import memory_steps, plot
+from zbsolve.problem import Pipe, Problem, Stage, StageCost
 from zbsolve.reference import one_f_one_b_reference
 from zbsolve.schedule_file import write_schedule
+from zbsolve.solvers import solve
 
 
 @pytest.mark.parametrize("name, placement, overlap", [
@@ -40,6 +45,36 @@ def test_plot_command_refuses_an_invalid_file_and_a_bad_suffix(capsys, tmp_path)
     assert main(["plot", str(path), "-o", str(tmp_path / "x.txt")]) == 2
     assert ".png" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists() and not (tmp_path / "x.txt").exists()
+
+
+def test_a_hand_built_schedule_is_drawn_without_a_1f1b_reference(capsys, tmp_path):
+    # Three stages on two devices: the reference took len(stages) // P stages per rank and
+    # dropped one; two pipes of one and two stages gave a rank with no stage (F = 0, refused).
+    cost = StageCost(1.0, 1.0, 1.0, 1.0, 0.5)
+    for pipes in ((Pipe((Stage(0, 0), Stage(1, 0), Stage(1, 0)), (0, 1, 2)),),
+                  (Pipe((Stage(0, 0), Stage(1, 0)), (0, 2)), Pipe((Stage(2, 0),), (1,)))):
+        devices = 1 + max(s.device for pipe in pipes for s in pipe.stages)
+        problem = Problem(devices=devices, microbatches=3, stage_costs=(cost,), pipes=pipes)
+        assert one_f_one_b_reference(problem) is None
+        path, target = tmp_path / "s.json", tmp_path / "s.png"
+        write_schedule(solve(problem, "list", time_limit=1, workers=1), path)
+        assert main(["plot", str(path), "-o", str(target)]) == 0
+        assert "no single chain to run 1F1B on" in capsys.readouterr().err
+        assert target.read_bytes()[:4] == b"\x89PNG"
+
+
+@given(placed_problems())
+def test_every_named_placement_has_its_1f1b_reference(problem):
+    reference = one_f_one_b_reference(problem)
+    assert reference is not None and reference.problem.placement == "single"
+    assert reference.problem.devices == problem.devices
+    # a file that names a placement its pipes do not have is hand-built
+    edited = replace(problem, pipes=problem.pipes[::-1]) if len(problem.pipes) > 1 else replace(
+        problem, pipes=(replace(problem.pipes[0], stages=problem.pipes[0].stages[::-1]),))
+    def devices(p):
+        return [([s.device for s in pipe.stages], pipe.microbatches) for pipe in p.pipes]
+
+    assert (one_f_one_b_reference(edited) is None) == (devices(edited) != devices(problem))
 
 
 def test_solve_plot_option_writes_the_figure(capsys, tmp_path):

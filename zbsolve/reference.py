@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zbsolve.baselines import run_baseline
-from zbsolve.placements import build_problem
-from zbsolve.problem import Problem, StageCost
+from zbsolve.errors import ProblemError
+from zbsolve.placements import build_pipes, build_problem, parse_placement
+from zbsolve.problem import Pipe, Problem, StageCost
 from zbsolve.schedule import Schedule
 
 
@@ -26,7 +27,24 @@ def single_chain_costs(problem: Problem) -> list[StageCost]:
     return records
 
 
-def reference_problem(problem: Problem) -> Problem:
+def named_shape(problem: Problem) -> bool:
+    """Whether the pipes are those of the named placement the problem says it has (a
+    hand-built problem, or a hand-edited file, has no single chain to compare with)."""
+    try:
+        built, _ = build_pipes(parse_placement(problem.placement), problem.devices, problem.microbatches)
+    except ProblemError:
+        return False
+
+    def shape(pipes: tuple[Pipe, ...]) -> list:
+        return [([s.device for s in pipe.stages], pipe.microbatches) for pipe in pipes]
+
+    return shape(built) == shape(problem.pipes)
+
+
+def reference_problem(problem: Problem) -> Problem | None:
+    """1F1B's problem: the single chain of the same model; None for hand-built pipes."""
+    if not named_shape(problem):
+        return None
     if problem.placement == "single":
         return problem
     chain = build_problem(
@@ -37,5 +55,8 @@ def reference_problem(problem: Problem) -> Problem:
     return replace(chain, memory_limit=problem.memory_limit)
 
 
-def one_f_one_b_reference(problem: Problem) -> Schedule:
-    return run_baseline("1f1b", reference_problem(problem))
+def one_f_one_b_reference(problem: Problem) -> Schedule | None:
+    """1F1B on the single chain of the same model, or None where there is none (hand-built
+    pipes: the speed-up against 1F1B is then not defined)."""
+    chain = reference_problem(problem)
+    return None if chain is None else run_baseline("1f1b", chain)

@@ -69,6 +69,9 @@ def run_plot(args: argparse.Namespace) -> int:
     schedule = read_schedule(args.file)
     validate(schedule)
     reference = one_f_one_b_reference(schedule.problem) if args.reference == "1f1b" else None
+    if args.reference == "1f1b" and reference is None:
+        print("zbsolve plot: note: the pipes are hand-built (not a named placement), so there is no "
+              "single chain to run 1F1B on; the schedule is drawn alone", file=sys.stderr)
     plot(schedule, args.output, reference=reference)
     print(f"wrote {args.output}")
     return 0
