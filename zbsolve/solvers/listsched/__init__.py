@@ -95,11 +95,10 @@ def tighter_limits(data: SolveInput, shared: Layout) -> list[list[int]]:
     used well: a pass may fill memory with microbatches that then wait on each other."""
     devices = range(len(data.device_ops))
     unit = [max(r for (e, _), r in shared.reserve.items() if e == d) for d in devices]
-    floor = [sum(r for (e, _), r in shared.reserve.items() if e == d) for d in devices]
     levels: list[list[int]] = []
     for fewer in TIGHTER_STEPS:
         level = [min(limit, max(least, (limit // u - fewer) * u)) if u else limit  # u = 0: holds nothing
-                 for limit, u, least in zip(data.memory_limit, unit, floor)]
+                 for limit, u, least in zip(data.memory_limit, unit, shared.reserve_total)]
         if level != data.memory_limit and level not in levels:
             levels.append(level)
     return levels
@@ -110,10 +109,10 @@ def crowded(data: SolveInput, shared: Layout) -> bool:
     (the room the whole-activation passes keep for other pipes does not fit there)."""
     if data.memory_limit is None:
         return False
-    held: dict[int, list[int]] = {}
-    for (d, _), activation in shared.reserve.items():
-        held.setdefault(d, []).append(activation)
-    return any(len(each) > 1 and sum(each) > data.memory_limit[d] for d, each in held.items())
+    pipes = [0] * len(data.device_ops)
+    for d, _ in shared.reserve:
+        pipes[d] += 1
+    return any(n > 1 and total > limit for n, total, limit in zip(pipes, shared.reserve_total, data.memory_limit))
 
 
 def _budget_spent(data: SolveInput, tried: int, t0: float) -> bool:

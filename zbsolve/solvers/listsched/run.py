@@ -21,6 +21,7 @@ class Layout:
     ordered: list[list[bool]]
     entry_stage: dict[tuple[int, int], int]  # (device, pipe) -> first stage of the pipe there
     reserve: dict[tuple[int, int], int]  # (device, pipe) -> activation of one microbatch there
+    reserve_total: list[int]  # per device: one microbatch of every pipe there at once
     depth: dict[tuple[int, int], float]  # (device, pipe) -> stages to the pipe's end, per stage held
     backwards_held: dict[tuple[int, int], int]  # (device, pipe) -> backward ops per microbatch
     spare: list[int]  # per device: the largest activation of an F that does not bring a new microbatch
@@ -54,7 +55,10 @@ def layout(data: SolveInput) -> Layout:
     entering = {op: places[op.pipe][op.microbatch] for op in data.ops if not data.predecessors[op]}
     busiest = max(sum(data.duration[op] for op in ops) for ops in data.device_ops)
     pace_unit = max(1, busiest // max(len(p) for p in places))
-    return Layout(chains, ordered, entry, reserve, depth, count, spare, entering, pace_unit)
+    total = [0] * len(data.device_ops)
+    for (d, _), activation in reserve.items():
+        total[d] += activation
+    return Layout(chains, ordered, entry, reserve, total, depth, count, spare, entering, pace_unit)
 
 
 class ListRun:
@@ -191,7 +195,7 @@ class ListRun:
                                     else activation + (self.layout.spare[d] if self.room else 0))
         others = [r for (e, q), r in self.layout.reserve.items() if e == d and q != f.pipe
                   and self.inflight[(e, q)] == 0 and self.admitted[(e, q)] < self._microbatches(q)]
-        if others and sum(r for (e, _), r in self.layout.reserve.items() if e == d) <= limit[d]:
+        if others and self.layout.reserve_total[d] <= limit[d]:
             need += sum(others)
         return need <= limit[d]
 
