@@ -343,9 +343,9 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
         if result.status == "unknown" and not result.interrupted:
             # The model found nothing in time (very large instances): the starting schedule
             # is still a validated answer, just not an improved or proven one.
+            why = "" if result.message else f"{solver} found no schedule within {data.time_limit:g} s: "
             result = replace(result, status="feasible", message=joined_notes(
-                result.message, f"{solver} found no schedule within {data.time_limit:g} s: "
-                                f"the starting schedule ({warm.name}) is returned"))
+                result.message, f"{why}the starting schedule ({warm.name}) is returned"))
             info = replace(info, message=result.message)
         schedule = warm
     else:
