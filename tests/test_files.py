@@ -8,7 +8,7 @@ import pytest
 from helpers import uniform
 
 from zbsolve.baselines import run_baseline
-from zbsolve.errors import ExportError, ProfileError, ScheduleFileError
+from zbsolve.errors import ExportError, ProblemError, ProfileError, ScheduleFileError
 from zbsolve.export.chrome_trace import chrome_trace
 from zbsolve.export.torch_csv import torch_csv
 from zbsolve.profiles import load_profile, profile_from_dict
@@ -60,6 +60,15 @@ def test_numbers_too_large_for_a_float_are_refused_by_name(tmp_path):
     base = {"name": "t", "source": "a test profile", "costs": {"F": 1, "B": 1, "W": 1}}
     with pytest.raises(ProfileError, match="costs.F must be a finite number"):
         profile_from_dict({**base, "costs": {"F": 10 ** 400, "B": 1, "W": 1}})
+    with pytest.raises(ProblemError, match="memory must be a finite amount"):
+        uniform(2, 2, memory=10 ** 400)  # a profile's "memory" as a bare number
+
+
+def test_profile_overrides_must_be_a_list():
+    base = {"name": "t", "source": "a test profile", "costs": {"F": 1, "B": 1, "W": 1}}
+    for value in (3, None, {"stage": 0}):  # iterating them raised TypeError
+        with pytest.raises(ProfileError, match="'overrides' must be a list"):
+            profile_from_dict({**base, "overrides": value})
 
 
 def test_a_file_claiming_absurd_counts_is_refused_without_building_them(tmp_path):

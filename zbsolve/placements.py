@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from zbsolve.errors import ProblemError
 from zbsolve.limits import check_op_count, shape
-from zbsolve.problem import Pipe, Problem, Stage, StageCost, check_count
+from zbsolve.problem import Pipe, Problem, Stage, StageCost, check_count, finite
 
 PLACEMENT_HELP = "single, interleaved:V (V >= 1), vshape or bidirectional"
 
@@ -93,7 +93,10 @@ def parse_memory(
     if text is None:
         return None
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return (float(text),) * P
+        amount = finite(text)
+        if amount is None:
+            raise ProblemError(f"memory must be a finite amount; got {text!r}")
+        return (amount,) * P
     if isinstance(text, (list, tuple)):
         return tuple(float(v) for v in text)
     value = str(text).strip().lower()

@@ -106,6 +106,8 @@ def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
             raise ProfileError(f"{origin}: 'stage_costs' must be a non-empty list")
         stage_costs = tuple(_cost(c, f"{origin}: stage_costs[{i}]") for i, c in enumerate(data["stage_costs"]))
     overrides = []
+    if not isinstance(data.get("overrides", []), list):
+        raise ProfileError(f"{origin}: 'overrides' must be a list of per-stage records")
     for j, entry in enumerate(data.get("overrides", [])):
         where = f"{origin}: overrides[{j}]"
         fields = _cost_fields(entry, where, partial=True)
