@@ -81,48 +81,53 @@ def time_orders(
     orders: Sequence[Sequence[Slot]],
     release: Mapping[Op, int] | None = None,
 ) -> list[list[TickSlot]]:
-    """Start every slot as early as its device and its dependencies allow (in ticks)."""
+    """Start every slot as early as its device and its dependencies allow (in ticks).
+
+    Event-driven: a device whose next slot waits for an event is woken when that event is
+    produced, so the work grows with the ops, not with devices times rounds (sweeping every
+    device until one moved took minutes for a long pipe of few microbatches)."""
     devices = len(orders)
     done: dict[Event, int] = {}
     position = [0] * devices
     free = [0] * devices
     timed: list[list[TickSlot]] = [[] for _ in range(devices)]
-    remaining = sum(len(order) for order in orders)
-    while remaining:
-        progressed = False
-        for d in range(devices):
-            order = orders[d]
-            while position[d] < len(order):
-                slot = order[position[d]]
-                start = _ready_time(graph, slot, done, free[d])
-                if start is None:
-                    break
-                if release:
-                    start = max(start, max(release.get(op, 0) for op in slot))
-                end = start + (graph.fb_overlap if len(slot) == 2 else graph.duration(slot[0]))
-                for op in slot:
-                    event = graph.produces(op)
-                    if event is not None:
-                        done[event] = end
-                timed[d].append((slot, start, end))
-                free[d] = end
-                position[d] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise ScheduleError(_deadlock_message(graph, orders, position, done))
+    waiting: dict[Event, list[int]] = {}
+    awake = list(range(devices - 1, -1, -1))
+    while awake:
+        d = awake.pop()
+        order = orders[d]
+        while position[d] < len(order):
+            slot = order[position[d]]
+            start, missing = _ready_time(graph, slot, done, free[d])
+            if missing is not None:
+                waiting.setdefault(missing, []).append(d)
+                break
+            if release:
+                start = max(start, max(release.get(op, 0) for op in slot))
+            end = start + (graph.fb_overlap if len(slot) == 2 else graph.duration(slot[0]))
+            for op in slot:
+                event = graph.produces(op)
+                if event is not None:
+                    done[event] = end
+                    awake.extend(waiting.pop(event, ()))
+            timed[d].append((slot, start, end))
+            free[d] = end
+            position[d] += 1
+    if any(position[d] < len(orders[d]) for d in range(devices)):
+        raise ScheduleError(_deadlock_message(graph, orders, position, done))
     return timed
 
 
-def _ready_time(graph: OpGraph, slot: Slot, done: Mapping[Event, int], free: int) -> int | None:
+def _ready_time(graph: OpGraph, slot: Slot, done: Mapping[Event, int], free: int) -> tuple[int, Event | None]:
+    """The slot's earliest start, or an event it still waits for."""
     ready = free
     for op in slot:
         for event, delay in graph.requirements(op):
             finished = done.get(event)
             if finished is None:
-                return None
+                return ready, event
             ready = max(ready, finished + delay)
-    return ready
+    return ready, None
 
 
 def _deadlock_message(graph: OpGraph, orders, position, done) -> str:
