@@ -241,3 +241,21 @@ def test_pair_models_keep_memory_edges_to_one_stage_devices():
 
     assert memory_edges(None)
     assert memory_edges(2.4) == []
+
+
+@pytest.mark.parametrize("objective", ["makespan", "span"])
+def test_a_long_pipeline_bounds_a_sample_of_its_devices(monkeypatch, objective):
+    # P = 1000, M = 2 took a minute (ten at span) of bounds before any solving: every device
+    # walked all ops. Above the work budget a sample of devices is bounded, ends included.
+    problem = uniform(12, 2, memory="1x", objective=objective, F=1.0, B=2.0, W=1.5)
+    data = build_input(OpGraph(problem), True, objective)
+    assert bounds.bounded_devices(data) == list(range(12))
+    full = data.value(bounds.lower_bound(data))
+    monkeypatch.setattr(bounds, "DEVICE_BOUND_WORK", 1)
+    sample = bounds.bounded_devices(data)
+    assert sample == [0, 11]  # a room of two: the ends
+    monkeypatch.setattr(bounds, "DEVICE_BOUND_WORK", 4 * max(len(data.ops), 3 * 3 * 12))
+    sample = bounds.bounded_devices(data)
+    assert 0 in sample and 11 in sample and 2 < len(sample) < 12
+    assert data.value(bounds.lower_bound(data)) <= full
+    assert data.value(bounds.lower_bound(data)) >= 2 * (1.0 + 2.0 + 1.5)  # a device's own work still counts

@@ -174,8 +174,17 @@ class SolveInput:
 
     def forward_chains(self, device: int) -> dict[tuple[int, int], list[Op]]:
         """The F's of each stage on `device`, in microbatch order, by (pipe, stage)."""
-        return {(c[0].pipe, c[0].stage): c for c in self.chains
-                if c[0].kind == "F" and self.graph.device(c[0]) == device}
+        return dict(self._forward_chains_by_device[device])
+
+    @cached_property
+    def _forward_chains_by_device(self) -> list[dict[tuple[int, int], list[Op]]]:
+        # Once for all devices: the bounds ask for every device, and a scan of all chains
+        # per device grew with the square of the stage count.
+        by_device: list[dict[tuple[int, int], list[Op]]] = [{} for _ in self.device_ops]
+        for c in self.chains:
+            if c[0].kind == "F":
+                by_device[self.graph.device(c[0])][(c[0].pipe, c[0].stage)] = c
+        return by_device
 
     def first_forwards(self, device: int) -> list[Op]:
         return [chain[0] for chain in self.forward_chains(device).values()]

@@ -20,18 +20,52 @@ from .span import span_bound
 if TYPE_CHECKING:
     from zbsolve.solvers.base import SolveInput
 
-__all__ = ["UNREACHED", "Paths", "cooldown_bound", "jackson_bound", "lower_bound", "microbatch_reach",
-           "middle_idle", "span_bound", "warmup_bound"]
+__all__ = ["DEVICE_BOUND_WORK", "UNREACHED", "Paths", "bounded_devices", "cooldown_bound", "jackson_bound",
+           "lower_bound", "microbatch_reach", "middle_idle", "span_bound", "warmup_bound"]
+
+
+# How many steps of the per-device bounds take about 10 s on the 2-core machine (3 us each).
+# Above that a long pipeline of few microbatches (P = 1000, M = 2: a minute at makespan,
+# ten at span, before this) bounds a sample of its devices instead.
+DEVICE_BOUND_WORK = 3_000_000
+
+
+def bounded_devices(data: SolveInput) -> list[int]:
+    """The devices whose own bounds are computed: every one, unless that would take more
+    than DEVICE_BOUND_WORK steps; then devices spread evenly by index (the ends included)
+    and the busiest others, as many as that allows. Each device's bound holds on its
+    own, so any subset gives a valid bound, at worst a weaker one.
+
+    Steps per device: at span, the longest-path passes over every op; at makespan, the
+    cool-down's paths through a microbatch from each stage here, about 3 steps per op."""
+    devices = [d for d, ops in enumerate(data.device_ops) if ops]
+    if data.objective == "span":
+        each = len(data.ops)
+    else:
+        longest = max(len(ops) for ops in data.microbatch_ops.values())
+        each = 3 * longest * max(len(data.forward_chains(d)) for d in devices)
+    room = max(2, DEVICE_BOUND_WORK // max(1, each))
+    if len(devices) <= room:
+        return devices
+    spread = max(2, room // 2)  # the first and last device (longest tail, longest head) among them
+    chosen = {devices[round(j * (len(devices) - 1) / (spread - 1))] for j in range(spread)}
+    work = {d: sum(data.duration[op] for op in data.device_ops[d]) for d in devices}
+    for d in sorted(devices, key=lambda d: (-work[d], d)):
+        if len(chosen) >= room:
+            break
+        chosen.add(d)
+    return sorted(chosen)
 
 
 def lower_bound(data: SolveInput) -> int:
     """The best of the critical path and each device's Jackson, warm-up and cool-down bounds
-    (for the span objective, each device's span bound)."""
+    (for the span objective, each device's span bound), over `bounded_devices`."""
+    devices = bounded_devices(data)
     if data.objective == "span":
         paths = Paths(data)
-        return max((span_bound(data, d, paths) for d, ops in enumerate(data.device_ops) if ops), default=0)
+        return max((span_bound(data, d, paths) for d in devices), default=0)
     best = max((data.head[op] + data.tail[op] for op in data.ops), default=0)  # critical path
-    for ops in data.device_ops:
-        if ops:
-            best = max(best, jackson_bound(data, ops), warmup_bound(data, ops), cooldown_bound(data, ops))
+    for d in devices:
+        ops = data.device_ops[d]
+        best = max(best, jackson_bound(data, ops), warmup_bound(data, ops), cooldown_bound(data, ops))
     return best
