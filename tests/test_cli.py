@@ -136,6 +136,11 @@ BAD = [
     (["--stages", "4", "--microbatches", "8", "--F", "-1"], "--F must be > 0, got -1"),
     (["--stages", "4", "--microbatches", "8", "--B", "-1"], "--B must be >= 0, got -1"),
     (["--stages", "4", "--microbatches", "8", "--F", "0"], "--F must be > 0, got 0"),
+    # finite, but their sums overflowed a float (OverflowError) or lost the grid's exactness
+    (["--stages", "4", "--microbatches", "16", "--F", "1e308"], "give times in a larger unit"),
+    (["--stages", "2", "--microbatches", "3", "--comm", "1e308"], "give times in a larger unit"),
+    (["--stages", "2", "--microbatches", "2", "--activation", "1e300"], "give memory in a larger unit"),
+    (["--stages", "2", "--microbatches", "2", "--F", "1e-9"], "F = 1e-09 ms is below the time grid's resolution"),
     (["--stages", "4", "--microbatches", "8", "--fb-overlap", "0"], "--fb-overlap must be > 0"),
     (["--stages", "4096", "--microbatches", "1000000"], "make 12,288,000,000 ops; zbsolve handles at most"),
     (["--stages", "100000000000", "--microbatches", "2"], "make 600,000,000,000 ops"),  # was a MemoryError

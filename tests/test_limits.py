@@ -66,3 +66,13 @@ def test_models_above_the_cpsat_limit_are_answered_by_the_list_scheduler(monkeyp
     validate(solved)
     assert "above the cpsat model limit of 100: answered by the list scheduler" in solved.solver.message
     assert solved.solver.status in ("optimal", "feasible")
+
+
+def test_a_memory_limit_above_every_activation_at_once_is_no_limit():
+    # 1e300 on the memory grid is far beyond what a float holds exactly; no schedule can use
+    # more than all activations at once, so the solvers see that much.
+    assert OpGraph(uniform(2, 2, memory=1e300)).memory_limit == [40, 40]  # 2 stages x 2 microbatches x 1.0, 0.1 steps
+    for solver in ("cpsat", "cbc", "list"):
+        solved = solve(uniform(2, 2, memory=1e300), solver, time_limit=5, workers=1)
+        validate(solved)
+        assert solved.metrics.makespan == solve(uniform(2, 2), solver, time_limit=5, workers=1).metrics.makespan

@@ -101,9 +101,9 @@ class OpGraph:
         ]
         for k, (c, ticks, (activation, _)) in enumerate(zip(costs, self._durations, self._memory)):
             # Amounts below the grid's resolution would vanish: the solvers would see no work, or no memory.
-            if ticks["F"] + ticks["BW"] == 0:
+            if ticks["F"] == 0:  # a forward of no length: see StageCost.checked
                 raise ProblemError(
-                    f"stage cost {k}: F + B + W = {c.F + c.B + c.W:g} {problem.time_unit} is below the time grid's "
+                    f"stage cost {k}: F = {c.F:g} {problem.time_unit} is below the time grid's "
                     f"resolution ({1 / self.time_scale:g} {problem.time_unit}); give times in a smaller unit")
             if activation == 0 and c.activation > 0:
                 raise ProblemError(
@@ -113,6 +113,30 @@ class OpGraph:
             None if problem.memory_limit is None
             else [math.floor(v * self.memory_scale + 1e-6) for v in problem.memory_limit]
         )
+        self._check_magnitudes()
+
+    def _check_magnitudes(self) -> None:
+        """Every time and memory level a schedule can reach stays an integer a float holds
+        exactly (2^53 ticks): beyond that the grid is not exact, and near 1e308 the sums of
+        finite costs overflow."""
+        problem, most = self.problem, 2**53
+        per_microbatch = [
+            sum(self._durations[s.cost]["F"] + self._durations[s.cost]["BW"] + self.comm for s in pipe.stages)
+            for pipe in problem.pipes
+        ]
+        total = sum(n * len(pipe.microbatches) for n, pipe in zip(per_microbatch, problem.pipes))
+        if max(total, self.fb_overlap or 0) >= most:
+            raise ProblemError(
+                f"the times add up to more than the time grid holds exactly ({most:,} steps of "
+                f"{1 / self.time_scale:g}, {most / self.time_scale:g} {problem.time_unit}); "
+                "give times in a larger unit")
+        held = sum(self._memory[s.cost][0] * len(pipe.microbatches) for pipe in problem.pipes for s in pipe.stages)
+        if held >= most:
+            raise ProblemError(
+                f"the activations add up to more than the memory grid holds exactly ({most:,} steps of "
+                f"{1 / self.memory_scale:g}, {most / self.memory_scale:g}); give memory in a larger unit")
+        if self.memory_limit is not None:  # no level exceeds all activations at once: a larger limit is that
+            self.memory_limit = [min(limit, held) for limit in self.memory_limit]
 
     def ticks(self, value: float) -> int:
         return round(value * self.time_scale)
