@@ -152,15 +152,16 @@ def test_values_off_every_grid_validate():
 
 def test_amounts_below_the_grid_are_refused():
     """A positive value is never whole at zero ticks: 1e-9 goes to the finest grid, where a
-    stage's whole work or an activation that still rounds to nothing is refused by name
-    instead of being solved as no work (a division by a zero makespan) or no memory (a
-    peak of 0x U)."""
-    assert OpGraph(uniform(2, 2, F=1e-9)).time_scale == 10**6
-    with pytest.raises(ProblemError, match="F \\+ B \\+ W = 3e-09 ms is below the time grid's resolution"):
-        OpGraph(uniform(2, 2, F=1e-9, B=1e-9, W=1e-9))
+    forward or an activation that still rounds to nothing is refused by name instead of
+    being solved as no work (a division by a zero makespan, or a forward of no length, whose
+    memory no model places) or no memory (a peak of 0x U). A B or W may round to nothing."""
+    assert OpGraph(uniform(2, 2, W=1e-9)).time_scale == 10**6
+    with pytest.raises(ProblemError, match="F = 1e-09 ms is below the time grid's resolution"):
+        OpGraph(uniform(2, 2, F=1e-9))
     with pytest.raises(ProblemError, match="activation 1e-09 is below the memory grid's resolution"):
         OpGraph(uniform(2, 2, activation=1e-9, residual=0))
-    validate(run_baseline("1f1b", uniform(2, 2, F=1e-9)))  # the F rounds to nothing, within the allowance
+    for name in ("1f1b", "zb-h1"):  # the W rounds to nothing, within the allowance
+        validate(run_baseline(name, uniform(2, 2, W=1e-9)))
 
 
 def test_no_activation_anywhere():
