@@ -136,10 +136,13 @@ BAD = [
     (["--stages", "4", "--microbatches", "8", "--F", "-1"], "--F must be > 0, got -1"),
     (["--stages", "4", "--microbatches", "8", "--B", "-1"], "--B must be >= 0, got -1"),
     (["--stages", "4", "--microbatches", "8", "--F", "0"], "--F must be > 0, got 0"),
-    # finite, but their sums overflowed a float (OverflowError) or lost the grid's exactness
-    (["--stages", "4", "--microbatches", "16", "--F", "1e308"], "give times in a larger unit"),
-    (["--stages", "2", "--microbatches", "3", "--comm", "1e308"], "give times in a larger unit"),
-    (["--stages", "2", "--microbatches", "2", "--activation", "1e300"], "give memory in a larger unit"),
+    # finite, but on the grid (x 10) or summed they overflowed a float (OverflowError)
+    (["--stages", "4", "--microbatches", "16", "--F", "1e308"], "times of 9,007,199,254,740,992 ms or more"),
+    (["--stages", "2", "--microbatches", "3", "--comm", "1e308"], "times of 9,007,199,254,740,992 ms or more"),
+    (["--stages", "3", "--microbatches", "8", "--B", "1e308"], "times of 9,007,199,254,740,992 ms or more"),
+    (["--stages", "2", "--microbatches", "2", "--activation", "1e308"], "memory amounts of 9,007,199,254,740,992 or"),
+    (["--stages", "4", "--microbatches", "16", "--F", "1e15"], "the times add up to more than the time grid holds"),
+    (["--stages", "4", "--microbatches", "16", "--activation", "1e15"], "the activations add up to more than"),
     (["--stages", "2", "--microbatches", "2", "--F", "1e-9"], "F = 1e-09 ms is below the time grid's resolution"),
     (["--stages", "4", "--microbatches", "8", "--fb-overlap", "0"], "--fb-overlap must be > 0"),
     (["--stages", "4096", "--microbatches", "1000000"], "make 12,288,000,000 ops; zbsolve handles at most"),

@@ -72,6 +72,7 @@ def test_a_memory_limit_above_every_activation_at_once_is_no_limit():
     # 1e300 on the memory grid is far beyond what a float holds exactly; no schedule can use
     # more than all activations at once, so the solvers see that much.
     assert OpGraph(uniform(2, 2, memory=1e300)).memory_limit == [40, 40]  # 2 stages x 2 microbatches x 1.0, 0.1 steps
+    assert OpGraph(uniform(2, 2, memory=1e308)).memory_limit == [40, 40]  # x 10 for the grid overflowed
     for solver in ("cpsat", "cbc", "list"):
         solved = solve(uniform(2, 2, memory=1e300), solver, time_limit=5, workers=1)
         validate(solved)

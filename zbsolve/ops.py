@@ -24,6 +24,7 @@ from zbsolve.problem import Problem
 KINDS = ("F", "B", "W", "BW")
 MAX_GRID_DIGITS = 6
 MAX_SHARES = 12  # chunks of one cost that stay exact on the grid
+EXACT = 2**53  # ticks beyond this are not exact as floats (and sums of huge costs overflow)
 _SCALES = [10**k for k in range(MAX_GRID_DIGITS + 1)] + sorted(  # the order grid_scale tries them in
     {n * 10**k for n in range(2, MAX_SHARES + 1) for k in range(MAX_GRID_DIGITS + 1)}
 )
@@ -66,6 +67,11 @@ def grid_scale(values: Iterable[float]) -> int:
     return 10**MAX_GRID_DIGITS
 
 
+def _too_large(what: str, unit: str = "") -> str:
+    return (f"{what} of {EXACT:,}{' ' + unit if unit else ''} or more are beyond what the grid holds "
+            "exactly; give them in a larger unit")
+
+
 def _whole(x: float) -> bool:
     """Whole up to float noise; a value that is not zero never counts as a whole zero."""
     return abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) and (x == 0 or round(x) != 0)
@@ -86,9 +92,16 @@ class OpGraph:
         time_values = [v for c in costs for v in (c.F, c.B, c.W)] + [problem.comm]
         if problem.fb_overlap is not None:
             time_values.append(problem.fb_overlap)
-        self.time_scale = grid_scale(time_values)
         memory_values = [v for c in costs for v in (c.activation, c.residual)]
-        self.memory_scale = grid_scale(memory_values + list(problem.memory_limit or ()))
+        # Values past the exact range would also overflow on the finer grids (1e308 x 10).
+        if max(time_values) >= EXACT:
+            raise ProblemError(_too_large("times", problem.time_unit))
+        if max(memory_values) >= EXACT:
+            raise ProblemError(_too_large("memory amounts"))
+        self.time_scale = grid_scale(time_values)
+        # A limit that large cannot bind (it is above all activations at once, see below).
+        limits = [v for v in problem.memory_limit or () if v < EXACT]
+        self.memory_scale = grid_scale(memory_values + limits)
         self.comm = self.ticks(problem.comm)
         self.fb_overlap = None if problem.fb_overlap is None else self.ticks(problem.fb_overlap)
         self._durations = [
@@ -111,7 +124,7 @@ class OpGraph:
                     f"({1 / self.memory_scale:g} of the memory unit); give memory in a smaller unit")
         self.memory_limit = (
             None if problem.memory_limit is None
-            else [math.floor(v * self.memory_scale + 1e-6) for v in problem.memory_limit]
+            else [math.floor(v * self.memory_scale + 1e-6) if v < EXACT else EXACT for v in problem.memory_limit]
         )
         self._check_magnitudes()
 
@@ -119,7 +132,7 @@ class OpGraph:
         """Every time and memory level a schedule can reach stays an integer a float holds
         exactly (2^53 ticks): beyond that the grid is not exact, and near 1e308 the sums of
         finite costs overflow."""
-        problem, most = self.problem, 2**53
+        problem, most = self.problem, EXACT
         per_microbatch = [
             sum(self._durations[s.cost]["F"] + self._durations[s.cost]["BW"] + self.comm for s in pipe.stages)
             for pipe in problem.pipes
