@@ -132,22 +132,22 @@ class OpGraph:
         """Every time and memory level a schedule can reach stays an integer a float holds
         exactly (2^53 ticks): beyond that the grid is not exact, and near 1e308 the sums of
         finite costs overflow."""
-        problem, most = self.problem, EXACT
+        problem = self.problem
         per_microbatch = [
             sum(self._durations[s.cost]["F"] + self._durations[s.cost]["BW"] + self.comm for s in pipe.stages)
             for pipe in problem.pipes
         ]
         total = sum(n * len(pipe.microbatches) for n, pipe in zip(per_microbatch, problem.pipes))
-        if max(total, self.fb_overlap or 0) >= most:
+        if max(total, self.fb_overlap or 0) >= EXACT:
             raise ProblemError(
-                f"the times add up to more than the time grid holds exactly ({most:,} steps of "
-                f"{1 / self.time_scale:g}, {most / self.time_scale:g} {problem.time_unit}); "
+                f"the times add up to more than the time grid holds exactly ({EXACT:,} steps of "
+                f"{1 / self.time_scale:g}, {EXACT / self.time_scale:g} {problem.time_unit}); "
                 "give times in a larger unit")
         held = sum(self._memory[s.cost][0] * len(pipe.microbatches) for pipe in problem.pipes for s in pipe.stages)
-        if held >= most:
+        if held >= EXACT:
             raise ProblemError(
-                f"the activations add up to more than the memory grid holds exactly ({most:,} steps of "
-                f"{1 / self.memory_scale:g}, {most / self.memory_scale:g}); give memory in a larger unit")
+                f"the activations add up to more than the memory grid holds exactly ({EXACT:,} steps of "
+                f"{1 / self.memory_scale:g}, {EXACT / self.memory_scale:g}); give memory in a larger unit")
         if self.memory_limit is not None:  # no level exceeds all activations at once: a larger limit is that
             self.memory_limit = [min(limit, held) for limit in self.memory_limit]
 

@@ -24,9 +24,9 @@ __all__ = ["DEVICE_BOUND_WORK", "UNREACHED", "Paths", "bounded_devices", "cooldo
            "lower_bound", "microbatch_reach", "middle_idle", "span_bound", "warmup_bound"]
 
 
-# How many steps of the per-device bounds take about 10 s on the 2-core machine (3 us each).
-# Above that a long pipeline of few microbatches (P = 1000, M = 2: a minute at makespan,
-# ten at span, before this) bounds a sample of its devices instead.
+# About how many steps of the per-device bounds take 10 s on the 2-core machine (2-4 us
+# each). Above that a long pipeline of few microbatches (P = 5000, M = 2 spent five minutes
+# in them before this) bounds a sample of its devices instead.
 DEVICE_BOUND_WORK = 3_000_000
 
 
