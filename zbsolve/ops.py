@@ -122,16 +122,18 @@ class OpGraph:
                 raise ProblemError(
                     f"stage cost {k}: activation {c.activation:g} is below the memory grid's resolution "
                     f"({1 / self.memory_scale:g} of the memory unit); give memory in a smaller unit")
+        held = self._check_magnitudes()
+        # No level exceeds all activations at once: a larger limit (1e300, say) is that much.
         self.memory_limit = (
             None if problem.memory_limit is None
-            else [math.floor(v * self.memory_scale + 1e-6) if v < EXACT else EXACT for v in problem.memory_limit]
+            else [min(math.floor(v * self.memory_scale + 1e-6), held) if v < EXACT else held
+                  for v in problem.memory_limit]
         )
-        self._check_magnitudes()
 
-    def _check_magnitudes(self) -> None:
+    def _check_magnitudes(self) -> int:
         """Every time and memory level a schedule can reach stays an integer a float holds
         exactly (2^53 ticks): beyond that the grid is not exact, and near 1e308 the sums of
-        finite costs overflow."""
+        finite costs overflow. Returns the activations of all ops together, in ticks."""
         problem = self.problem
         per_microbatch = [
             sum(self._durations[s.cost]["F"] + self._durations[s.cost]["BW"] + self.comm for s in pipe.stages)
@@ -148,8 +150,7 @@ class OpGraph:
             raise ProblemError(
                 f"the activations add up to more than the memory grid holds exactly ({EXACT:,} steps of "
                 f"{1 / self.memory_scale:g}, {EXACT / self.memory_scale:g}); give memory in a larger unit")
-        if self.memory_limit is not None:  # no level exceeds all activations at once: a larger limit is that
-            self.memory_limit = [min(limit, held) for limit in self.memory_limit]
+        return held
 
     def ticks(self, value: float) -> int:
         return round(value * self.time_scale)

@@ -162,7 +162,7 @@ def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op,
         # At one start time an op of no length (a W of cost 0) runs first: after a longer op
         # it would start, and free its memory, only when that op ends. Among ops of no length
         # at one instant, those that free memory run before forwards, as the models count
-        # them (no dependency runs the other way there, since no stage has F + B = 0).
+        # them (no dependency runs the other way there: no forward has length 0).
         length = data.pair_duration if op in partner else data.duration[op]
         return result.starts[op], result.starts[op] + length, op.kind == "F", data.rank[op]
 

@@ -93,12 +93,12 @@ def tighter_limits(data: SolveInput, shared: Layout) -> list[list[int]]:
     on each device, then one microbatch fewer (never below what a microbatch of every pipe
     there needs). A schedule that holds less is still valid, and more room is not always
     used well: a pass may fill memory with microbatches that then wait on each other."""
-    devices = range(len(data.device_ops))
-    unit = [max(r for (e, _), r in shared.reserve.items() if e == d) for d in devices]
+    unit = [max(here.values()) for here in shared.device_reserves]
+    floor = [sum(here.values()) for here in shared.device_reserves]
     levels: list[list[int]] = []
     for fewer in TIGHTER_STEPS:
         level = [min(limit, max(least, (limit // u - fewer) * u)) if u else limit  # u = 0: holds nothing
-                 for limit, u, least in zip(data.memory_limit, unit, shared.reserve_total)]
+                 for limit, u, least in zip(data.memory_limit, unit, floor)]
         if level != data.memory_limit and level not in levels:
             levels.append(level)
     return levels
@@ -109,10 +109,8 @@ def crowded(data: SolveInput, shared: Layout) -> bool:
     (the room the whole-activation passes keep for other pipes does not fit there)."""
     if data.memory_limit is None:
         return False
-    pipes = [0] * len(data.device_ops)
-    for d, _ in shared.reserve:
-        pipes[d] += 1
-    return any(n > 1 and total > limit for n, total, limit in zip(pipes, shared.reserve_total, data.memory_limit))
+    return any(len(here) > 1 and sum(here.values()) > limit
+               for here, limit in zip(shared.device_reserves, data.memory_limit))
 
 
 def _budget_spent(data: SolveInput, tried: int, t0: float) -> bool:

@@ -21,7 +21,7 @@ class Layout:
     ordered: list[list[bool]]
     entry_stage: dict[tuple[int, int], int]  # (device, pipe) -> first stage of the pipe there
     reserve: dict[tuple[int, int], int]  # (device, pipe) -> activation of one microbatch there
-    reserve_total: list[int]  # per device: one microbatch of every pipe there at once
+    device_reserves: list[dict[int, int]]  # per device: pipe -> the same activations, by device
     depth: dict[tuple[int, int], float]  # (device, pipe) -> stages to the pipe's end, per stage held
     backwards_held: dict[tuple[int, int], int]  # (device, pipe) -> backward ops per microbatch
     spare: list[int]  # per device: the largest activation of an F that does not bring a new microbatch
@@ -55,10 +55,10 @@ def layout(data: SolveInput) -> Layout:
     entering = {op: places[op.pipe][op.microbatch] for op in data.ops if not data.predecessors[op]}
     busiest = max(sum(data.duration[op] for op in ops) for ops in data.device_ops)
     pace_unit = max(1, busiest // max(len(p) for p in places))
-    total = [0] * len(data.device_ops)
-    for (d, _), activation in reserve.items():
-        total[d] += activation
-    return Layout(chains, ordered, entry, reserve, total, depth, count, spare, entering, pace_unit)
+    by_device: list[dict[int, int]] = [{} for _ in data.device_ops]
+    for (d, q), activation in reserve.items():
+        by_device[d][q] = activation
+    return Layout(chains, ordered, entry, reserve, by_device, depth, count, spare, entering, pace_unit)
 
 
 class ListRun:
@@ -193,9 +193,10 @@ class ListRun:
             return True
         need = self.committed[d] + (self.layout.reserve[key] if self.whole
                                     else activation + (self.layout.spare[d] if self.room else 0))
-        others = [r for (e, q), r in self.layout.reserve.items() if e == d and q != f.pipe
-                  and self.inflight[(e, q)] == 0 and self.admitted[(e, q)] < self._microbatches(q)]
-        if others and self.layout.reserve_total[d] <= limit[d]:
+        here = self.layout.device_reserves[d]
+        others = [r for q, r in here.items() if q != f.pipe
+                  and self.inflight[(d, q)] == 0 and self.admitted[(d, q)] < self._microbatches(q)]
+        if others and sum(here.values()) <= limit[d]:
             need += sum(others)
         return need <= limit[d]
 
