@@ -26,8 +26,23 @@ def test_profile_writes_a_file_that_solve_uses(capsys, tmp_path):
                  "--microbatch-size", "2", "--repeats", "2", "-o", str(target)]) == 0
     document = json.loads(target.read_text())
     assert document["measured"]["device"] == "cpu" and "torch" in document["source"]
+    # about 0.36 MB per microbatch: written in kB
+    assert document["memory_unit"] == "kB" and 300 < document["costs"]["activation"] < 400
     assert main(["solve", "--profile", str(target), "--stages", "2", "--microbatches", "4", "-q"]) == 0
     assert "optimal" in capsys.readouterr().out
+
+
+def test_a_small_stack_keeps_its_memory_in_the_file(tmp_path):
+    # hidden 2, sequence 1: a few hundred bytes per microbatch, below the memory grid's 1e-6
+    # GB; written in GB with six decimals it was 0, and --memory 1x had nothing to scale
+    target = tmp_path / "small.json"
+    assert main(["profile", "--layers", "1", "--hidden", "2", "--heads", "1", "--seq", "1",
+                 "--microbatch-size", "1", "--repeats", "1", "-o", str(target)]) == 0
+    document = json.loads(target.read_text())
+    costs = document["costs"]
+    assert document["memory_unit"] == "B" and 1 <= costs["residual"] <= costs["activation"] < 1000
+    assert main(["solve", "--profile", str(target), "--stages", "2", "--microbatches", "4", "--memory", "1x",
+                 "-q"]) == 0
 
 
 @pytest.mark.parametrize("args, message", [

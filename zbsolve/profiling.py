@@ -186,18 +186,35 @@ def _one_step(torch, stack, linears, x, grad_out, timed) -> tuple[float, float, 
     return f_ms, b_ms, w_ms, sum(kept.values())
 
 
+MEMORY_UNITS = (("GB", 1.0), ("MB", 1e3), ("kB", 1e6), ("B", 1e9))
+
+
+def memory_unit(activation_gb: float) -> tuple[str, float]:
+    """The largest unit in which the activation is at least 1, and how many of it make a GB.
+
+    The solvers' memory grid resolves 1e-6 of the unit, so a small stack's few kB must not
+    be written as GB."""
+    for unit, per_gb in MEMORY_UNITS:
+        if activation_gb * per_gb >= 1:
+            return unit, per_gb
+    return MEMORY_UNITS[-1]
+
+
 def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5) -> dict:
     """A profile in the models/ format, with hardware, torch version and settings recorded."""
     torch = _torch()
     costs = measure(shape, device, repeats)
+    unit, per_gb = memory_unit(costs["activation"])
+    costs["activation"] *= per_gb
+    costs["residual"] *= per_gb
     hardware = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
     return {
         "name": name,
         "source": (f"measured by zbsolve profile on {device} ({hardware}), torch {torch.__version__}: median of "
                    f"{repeats} runs after 2 warm-ups, per rank-stage of {shape.layers} GPT layers"),
         "time_unit": "ms",
-        "memory_unit": "GB",
-        "costs": {k: round(v, 6) for k, v in costs.items()},
+        "memory_unit": unit,
+        "costs": {k: float(f"{v:.6g}") for k, v in costs.items()},
         "model": {"layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads,
                   "sequence": shape.sequence, "microbatch_size": shape.microbatch_size,
                   "hardware": hardware},

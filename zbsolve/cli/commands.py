@@ -179,9 +179,9 @@ def run_profile(args: argparse.Namespace) -> int:
     document = profile_document(shape, args.device, name, args.repeats)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
-    c = document["costs"]
-    print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms, activation {c['activation']:.4g} GB, "
-          f"residual {c['residual']:.4g} GB per rank-stage of {args.layers} layers")
+    c, unit = document["costs"], document["memory_unit"]
+    print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms, activation {c['activation']:.4g} {unit}, "
+          f"residual {c['residual']:.4g} {unit} per rank-stage of {args.layers} layers")
     print(f"wrote {args.output}")
     return 0
 
