@@ -1,6 +1,7 @@
 """The command line: real output, exit codes, one-line errors, nothing written on failure."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,6 +201,27 @@ def test_solve_refuses_sizes_and_solvers_at_once(capsys, tmp_path, args, message
 def test_unwritable_output_is_refused_before_any_work(capsys):
     code, _, err = run(capsys, "solve", "--stages", "2", "--microbatches", "2", "-o", "/nonexistent/dir/x.json")
     assert code == 2 and "/nonexistent/dir" in err
+
+
+def test_an_output_that_would_replace_an_input_or_another_output_is_refused(capsys, tmp_path):
+    schedule, profile = tmp_path / "s.json", tmp_path / "profile.json"
+    assert run(capsys, "baseline", "1f1b", "--stages", "2", "--microbatches", "4", "-o", str(schedule))[0] == 0
+    kept = schedule.read_bytes()
+    profile.write_text(json.dumps({"name": "p", "source": "test", "costs": {"F": 1, "B": 1, "W": 1}}))
+    (tmp_path / "link.json").symlink_to(schedule)
+    for args, message in [
+        (["export", str(schedule), "--format", "torch-csv", "-o", str(schedule)], "-o .* schedule file"),
+        (["export", str(schedule), "--format", "chrome-trace", "-o", str(tmp_path / ".." / tmp_path.name / "s.json")],
+         "-o .* schedule file"),
+        (["export", str(schedule), "--format", "chrome-trace", "-o", str(tmp_path / "link.json")], "schedule file"),
+        (["solve", "-p", "2", "-m", "4", "--profile", str(profile), "-o", str(profile)], "-o .* --profile"),
+        (["baseline", "1f1b", "-p", "2", "-m", "4", "-o", str(tmp_path / "x"), "--torch-csv", str(tmp_path / "x")],
+         "--torch-csv .* -o .* output"),
+    ]:
+        code, _, err = run(capsys, *args)
+        assert code == 2 and re.search(message, err), (args, err)
+    assert schedule.read_bytes() == kept and not (tmp_path / "x").exists()
+    assert json.loads(profile.read_text())["name"] == "p"
 
 
 def test_infeasible_memory_names_the_minimum(capsys, tmp_path):

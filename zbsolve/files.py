@@ -25,6 +25,27 @@ def check_writable(path: str | os.PathLike) -> Path:
     return target
 
 
+def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)  # links and hard links too
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_separate(inputs: dict[str, str | None], outputs: dict[str, str | None]) -> None:
+    """No output replaces an input (the user's profile or schedule file would be lost) or
+    another output (the first written would be lost). Keys are the options' names."""
+    seen: list[tuple[str, str]] = [(option, path) for option, path in inputs.items() if path]
+    for option, path in outputs.items():
+        if not path or path == "-":
+            continue
+        for other, earlier in seen:
+            if _same_file(path, earlier):
+                role = "output" if other in outputs else "input"
+                raise OutputError(f"{option} {path} is the same file as {other} {earlier}, the {role} "
+                                  f"it would replace: give {option} another file")
+        seen.append((option, path))
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

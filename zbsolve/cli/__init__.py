@@ -18,8 +18,8 @@ EXIT_CODES = """exit codes:
   1    the schedule (a malformed schedule file too) or problem is invalid or
        infeasible, or no schedule was found
   2    usage error: a bad option or value, a missing input file, a malformed
-       profile, an output path that cannot be written, an export format the
-       problem has no form in
+       profile, an output path that cannot be written or that names an input
+       or another output, an export format the problem has no form in
   130  interrupted (Ctrl-C or SIGTERM)"""
 
 

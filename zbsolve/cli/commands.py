@@ -11,7 +11,7 @@ from zbsolve.baselines import BASELINES, applicable, run_baseline
 from zbsolve.errors import UsageError, ValidationError
 from zbsolve.export.chrome_trace import chrome_trace, write_chrome_trace
 from zbsolve.export.torch_csv import check_torch_form, torch_csv, write_torch_csv
-from zbsolve.files import check_writable
+from zbsolve.files import check_separate, check_writable
 from zbsolve.ops import OpGraph
 from zbsolve.problem import Problem
 from zbsolve.reference import one_f_one_b_reference
@@ -66,6 +66,7 @@ def run_plot(args: argparse.Namespace) -> int:
     from zbsolve.plot import check_plot_path, plot
 
     check_plot_path(args.output)
+    check_separate({"the schedule file": args.file}, {"-o": args.output})
     schedule = read_schedule(args.file)
     validate(schedule)
     reference = one_f_one_b_reference(schedule.problem) if args.reference == "1f1b" else None
@@ -81,9 +82,12 @@ def check_outputs(args: argparse.Namespace, problem: Problem) -> None:
     """Every output can be written, before any work (a solve may take minutes)."""
     if getattr(args, "torch_csv", None):
         check_torch_form(problem)
-    for name in ("output", "torch_csv", "plot"):
-        if getattr(args, name, None):
-            check_writable(getattr(args, name))
+    outputs = {"-o": getattr(args, "output", None), "--torch-csv": getattr(args, "torch_csv", None),
+               "--plot": getattr(args, "plot", None)}
+    check_separate({"--profile": getattr(args, "profile", None)}, outputs)
+    for path in outputs.values():
+        if path:
+            check_writable(path)
     if getattr(args, "plot", None):
         from zbsolve.plot import check_plot_path
 
@@ -150,6 +154,7 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     to_stdout = args.output == "-"
     if not to_stdout:
+        check_separate({"the schedule file": args.file}, {"-o": args.output})
         check_writable(args.output)
     schedule = read_schedule(args.file)
     validate(schedule)
