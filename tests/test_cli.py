@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from zbsolve.cli import main
+from zbsolve.schedule_file import read_schedule
+from zbsolve.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = str(ROOT / "models" / "zb-1.5b.json")
@@ -247,6 +249,20 @@ def test_console_script_runs_in_a_fresh_process():
     result = subprocess.run([sys.executable, "-m", "zbsolve", "validate", "/nonexistent.json"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "no such file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_files_are_written_when_the_reader_of_the_output_leaves(tmp_path):
+    # `zbsolve solve -o s.json | head -1`: the table met a closed pipe, and the command ended
+    # with exit code 0 before writing any file
+    schedule, csv = tmp_path / "s.json", tmp_path / "s.csv"
+    process = subprocess.Popen([sys.executable, "-m", "zbsolve", "solve", "--stages", "2", "--microbatches", "4",
+                                "-o", str(schedule), "--torch-csv", str(csv)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # before the interpreter has even started: every line meets a closed pipe
+    error = process.stderr.read()
+    assert process.wait(timeout=120) == 0 and "Error" not in error and "Exception" not in error, error
+    validate(read_schedule(schedule))
+    assert csv.read_text().count("\n") == 2
 
 
 @pytest.mark.parametrize("extra, warning", [

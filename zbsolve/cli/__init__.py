@@ -5,6 +5,7 @@ infeasible, or no schedule was found; 2 usage error (bad option, value or input 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -44,12 +45,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OutlivesItsReader:
+    """A standard stream that survives its reader leaving (`zbsolve solve -o s.json | head`):
+    what follows is dropped, and the command goes on to write its files. Raising there
+    lost a finished solve's schedule file, with exit code 0."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._drop_the_rest()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop_the_rest()
+
+    def _drop_the_rest(self) -> None:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())  # the interpreter's last flush goes there too
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # not a file descriptor (a test's capture)
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _OutlivesItsReader(sys.stdout), _OutlivesItsReader(sys.stderr)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("once", ProblemWarning)  # each different message once, wherever raised
