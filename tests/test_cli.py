@@ -226,6 +226,25 @@ def test_an_output_that_would_replace_an_input_or_another_output_is_refused(caps
     assert json.loads(profile.read_text())["name"] == "p"
 
 
+@pytest.mark.parametrize("args, line", [
+    (["solve", "-p", "2", "-m", "2", "--bogus"], "zbsolve solve: error: unrecognized arguments: --bogus"),
+    (["validate", "a.json", "b.json"], "zbsolve validate: error: unrecognized arguments: b.json"),
+    (["--bogus"], "zbsolve: error: unrecognized arguments: --bogus"),
+    (["bogus"], "zbsolve: error: argument COMMAND: invalid choice: 'bogus'"),
+])
+def test_a_usage_error_names_the_command(capsys, args, line):
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(line) and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("unit", ["", " ", "ms\nX", "x" * 33])
+def test_a_time_unit_that_would_break_the_tables_is_refused(capsys, unit):
+    code, out, err = run(capsys, "baseline", "1f1b", "-p", "2", "-m", "2", "--time-unit", unit)
+    assert code == 2 and "time_unit must be a short printable name" in err and not out
+
+
 def test_infeasible_memory_names_the_minimum(capsys, tmp_path):
     target = tmp_path / "x.json"
     code, _, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--memory", "0.1x", "-o", str(target))

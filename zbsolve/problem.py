@@ -101,6 +101,9 @@ class Pipe:
         return frozenset(self.microbatches)
 
 
+TIME_UNIT_LENGTH = 32
+
+
 @dataclass(frozen=True)
 class Problem:
     """A fully explicit problem. Build named placements with `zbsolve.placements`."""
@@ -145,8 +148,12 @@ class Problem:
             raise ProblemError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if not isinstance(self.split_backward, bool):
             raise ProblemError(f"split_backward must be true or false, got {self.split_backward!r}")
-        if not isinstance(self.time_unit, str) or not self.time_unit:
-            raise ProblemError(f"time_unit must be a non-empty string, got {self.time_unit!r}")
+        unit = self.time_unit
+        # it is printed in every table header and line: a newline or blank breaks them
+        if not isinstance(unit, str) or not unit.strip() or not unit.isprintable() or len(unit) > TIME_UNIT_LENGTH:
+            shown = repr(unit) if not isinstance(unit, str) or len(unit) <= 40 else repr(unit[:40]) + "..."
+            raise ProblemError(f"time_unit must be a short printable name such as ms or us (at most "
+                               f"{TIME_UNIT_LENGTH} characters), got {shown}")
         warning = self.overlap_warning()
         if warning:  # allowed (the model and validator handle any length), but say why it misleads
             warnings.warn(warning, ProblemWarning, stacklevel=3)

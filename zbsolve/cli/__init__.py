@@ -27,12 +27,14 @@ EXIT_CODES = """exit codes:
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (no usage dump)."""
 
+    commands: dict[str, argparse.ArgumentParser]  # the top level's subcommands, by name
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"zbsolve {self.prog.split()[-1]}: error: {message} (see --help)\n")
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(
         prog="zbsolve",
         description="Find the best pipeline-parallel schedule for your costs, prove how good it "
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.register(sub, EXIT_CODES)
+    parser.commands = sub.choices
     return parser
 
 
@@ -80,7 +83,9 @@ class _OutlivesItsReader:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # parse_args would report them as the top level's, not the command's
+        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

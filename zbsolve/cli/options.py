@@ -81,7 +81,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
             placement=args.placement, comm=comm, memory=memory,
             split_backward=not args.no_split_backward, fb_overlap=args.fb_overlap,
             objective=args.objective,
-            time_unit=args.time_unit or (profile.time_unit if profile else "ms"),
+            time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
         )
     warning = problem.overlap_warning("--fb-overlap")
     if warning:
