@@ -163,6 +163,16 @@ BAD = [
 ]
 
 
+@pytest.mark.parametrize("command", ["solve", "compare"])
+@pytest.mark.parametrize("seed", ["99999999999", "-1"])
+def test_a_seed_outside_32_bits_is_refused(capsys, tmp_path, command, seed):
+    # CP-SAT's seed is 32 bits: a larger one ended in a TypeError traceback from OR-Tools
+    # (on a problem whose starting schedule leaves something to search for)
+    code, out, err = run(capsys, command, "--stages", "4", "--microbatches", "8", "--placement", "vshape",
+                         "--memory", "0.5x", "--profile", PROFILE, "--time-limit", "1", "--seed", seed)
+    assert code == 2 and out == "" and "seed must be an integer from 0 to 2147483647" in err
+
+
 def test_deterministic_with_several_workers_is_refused(capsys, tmp_path):
     target = tmp_path / "x.json"
     code, out, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--workers", "2",

@@ -128,7 +128,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from .solve import solve_with_progress
 
     if not args.no_solve:
-        check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic)
+        check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
     solved = [] if args.no_solve else [solve_with_progress(problem, args)]
     print_comparison(problem, solved)

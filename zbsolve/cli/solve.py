@@ -102,7 +102,7 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
 def run_solve(args: argparse.Namespace) -> int:
     from .commands import check_outputs, print_comparison, write_outputs
 
-    check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic)
+    check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
     check_outputs(args, problem)
     solved = solve_with_progress(problem, args)

@@ -45,7 +45,11 @@ def _backend(name: str):
     return solve_cbc
 
 
-def check_solver_options(solver: str, time_limit: float, workers: int, deterministic: bool | None = None) -> None:
+MAX_SEED = 2**31 - 1  # CP-SAT's random_seed is a 32-bit integer
+
+
+def check_solver_options(solver: str, time_limit: float, workers: int, deterministic: bool | None = None,
+                         seed: int = 0) -> None:
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     if not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or time_limit <= 0:
@@ -54,6 +58,8 @@ def check_solver_options(solver: str, time_limit: float, workers: int, determini
         raise UsageError(f"workers must be an integer >= 1, got {workers!r}")
     if deterministic and workers != 1:
         raise UsageError(f"a deterministic solve needs one worker (several race), got workers={workers}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
 
 
 def minimum_memory(problem: Problem) -> list[float]:
@@ -202,7 +208,7 @@ def solve(
     """
     began = time.monotonic()
     workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
-    check_solver_options(solver, time_limit, workers, deterministic)
+    check_solver_options(solver, time_limit, workers, deterministic, seed)
     if solver == "cbc" and problem.fb_overlap is not None:  # refuse before any work, whatever the instance
         raise UsageError("the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat")
     fallback = None

@@ -190,11 +190,13 @@ def solve_cbc(data: SolveInput) -> BackendResult:
     watcher = threading.Thread(target=_watch_log, args=(log_path, workdir.name, data, t0, done), daemon=True)
     watcher.start()
     try:
+        # CBC takes seeds 1 to 2^31 - 1 (0 would draw one from the clock; it ignores what is above)
+        cbc_seed = int(data.seed) % (2**31 - 1) + 1
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             command = pulp.PULP_CBC_CMD(
                 msg=False, timeLimit=max(1, round(data.time_limit)), threads=int(data.workers),
-                warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {int(data.seed) + 1}"],
+                warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {cbc_seed}"],
             )
             command.tmpDir = workdir.name
         _RUNNING.add(workdir.name)
