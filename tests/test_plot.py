@@ -98,3 +98,37 @@ def test_devices_with_the_same_memory_curve_stay_apart_by_dashes():
     styles = [line.get_linestyle() for line in ax.lines if line.get_label().startswith("device")]
     pyplot.close(figure)
     assert len(styles) == 4 and len(set(styles)) == 4
+
+
+def test_every_op_is_one_bar_in_its_row_with_its_kind_s_colour():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+    from matplotlib.colors import to_rgba
+
+    from zbsolve.plot import COLOURS, _gantt
+
+    s = run_baseline("dualpipe", uniform(4, 8, placement="bidirectional", fb_overlap=2.4))
+    figure, ax = pyplot.subplots()
+    _gantt(ax, s, s.metrics.makespan)
+    drawn = []
+    for collection in ax.collections:
+        colour = tuple(collection.get_facecolor()[0])
+        for path in collection.get_paths():
+            (x0, y0), (x1, y1) = path.vertices.min(axis=0), path.vertices.max(axis=0)
+            drawn.append((round(x0, 9), round(x1, 9), round(y0, 9), round(y1, 9), colour))
+    for patch in ax.patches:  # bars drawn one by one, as before the collections
+        box = patch.get_bbox()
+        drawn.append((round(box.x0, 9), round(box.x1, 9), round(box.y0, 9), round(box.y1, 9),
+                       tuple(patch.get_facecolor())))
+    pyplot.close(figure)
+    expected = []
+    for d, ops in enumerate(s.devices):
+        row = 4 - 1 - d
+        for t in ops:
+            low, high = (row - 0.4, row + 0.4) if t.overlap is None else \
+                ((row, row + 0.4) if t.op.kind == "F" else (row - 0.4, row))
+            expected.append((round(t.start, 9), round(t.end, 9), round(low, 9), round(high, 9),
+                             to_rgba(COLOURS[t.op.kind])))
+    assert sorted(drawn) == sorted(expected)

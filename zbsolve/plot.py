@@ -43,7 +43,9 @@ def memory_steps(schedule: Schedule, device: int) -> tuple[list[float], list[flo
 
 
 def _gantt(ax, schedule: Schedule, makespan: float) -> None:
+    # One collection per row, kind and pair half: a bar per op took 20 of 30 s at 24k ops.
     P = schedule.problem.devices
+    bars: dict[tuple[float, float, str, bool], list[tuple[float, float]]] = {}
     for d, ops in enumerate(schedule.devices):
         y = P - 1 - d
         for timed in ops:
@@ -52,12 +54,13 @@ def _gantt(ax, schedule: Schedule, makespan: float) -> None:
             if timed.overlap is not None:  # pair halves: F on top, backward below
                 height = 0.4
                 bottom = y if timed.op.kind == "F" else y - 0.4
-            ax.barh(bottom, width, left=timed.start, height=height, align="edge",
-                    color=COLOURS[timed.op.kind], edgecolor="white", linewidth=0.4,
-                    hatch="///" if timed.overlap is not None else None)
+            bars.setdefault((bottom, height, timed.op.kind, timed.overlap is not None), []).append((timed.start, width))
             if width >= makespan / 45:
                 ax.text(timed.start + width / 2, bottom + height / 2, str(timed.op.microbatch),
                         ha="center", va="center", fontsize=6, color="white")
+    for (bottom, height, kind, paired), spans in bars.items():
+        ax.broken_barh(spans, (bottom, height), facecolors=COLOURS[kind], edgecolor="white", linewidth=0.4,
+                       hatch="///" if paired else None)
     ax.set_yticks(range(P), [f"device {P - 1 - y}" for y in range(P)], fontsize=7)
     ax.set_ylim(-0.6, P - 0.4)
     m = schedule.metrics
