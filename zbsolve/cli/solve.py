@@ -127,7 +127,8 @@ def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> 
                             "(the default with --workers 1, which it needs); the run can take several times "
                             "--time-limit")
     group.add_argument("--seed", type=int, default=0,
-                       help="random seed; with --deterministic the output file is byte-identical run to run")
+                       help="random seed, 0 to 2147483647; with --deterministic the output file is byte-identical "
+                            "run to run")
     group.add_argument("-q", "--quiet", action="store_true", help="no live progress on stderr")
 
 
