@@ -280,6 +280,16 @@ def test_console_script_runs_in_a_fresh_process():
     assert result.returncode == 2 and "no such file" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_the_api_example_runs(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "solve_api.py"), "--time-limit", "5"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "solved (optimal, gap 0.00%): makespan 640.365 ms" in result.stdout
+    assert "wrote solved.json and solved.csv" in result.stdout
+    validate(read_schedule(tmp_path / "solved.json"))
+    assert len((tmp_path / "solved.csv").read_text().splitlines()) == 4
+
+
 def test_the_files_are_written_when_the_reader_of_the_output_leaves(tmp_path):
     # `zbsolve solve -o s.json | head -1`: the table met a closed pipe, and the command ended
     # with exit code 0 before writing any file
