@@ -10,7 +10,9 @@ torch = pytest.importorskip("torch")
 from helpers import uniform  # noqa: E402
 from torch_worker import reference, run_rank  # noqa: E402
 
+from zbsolve.baselines import run_baseline  # noqa: E402
 from zbsolve.errors import UsageError  # noqa: E402
+from zbsolve.problem import Pipe, Problem, Stage, StageCost  # noqa: E402
 from zbsolve.schedule_file import write_schedule  # noqa: E402
 from zbsolve.solvers import solve  # noqa: E402
 
@@ -40,14 +42,9 @@ def run_ranks(schedule, tmp_path) -> list[dict]:
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(P)]
 
 
-@pytest.mark.parametrize("P", [2, 4])
-@pytest.mark.parametrize("placement, memory", [("single", "1x"), ("single", "2x"), ("vshape", "1x"),
-                                               ("interleaved:2", "1.5x")])
-def test_solved_schedule_trains_exactly_like_one_process(tmp_path, P, placement, memory):
-    M = 2 * P
-    schedule = solve(uniform(P, M, F=1, B=1.2, W=0.8, placement=placement, memory=memory),
-                     "cpsat", time_limit=5, workers=1)
+def check_trains_exactly(schedule, tmp_path) -> None:
     results = run_ranks(schedule, tmp_path)
+    M = schedule.problem.microbatches
     num_stages = len(schedule.problem.pipes[0].stages)
     expected_loss, expected_grads = reference(num_stages, M)
     losses = [loss for r in results for loss in r["losses"]]
@@ -60,6 +57,30 @@ def test_solved_schedule_trains_exactly_like_one_process(tmp_path, P, placement,
             for got, want in zip(grads, expected_grads[k]):
                 torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     assert seen == set(range(num_stages))
+
+
+@pytest.mark.parametrize("P", [2, 4])
+@pytest.mark.parametrize("placement, memory", [("single", "1x"), ("single", "2x"), ("vshape", "1x"),
+                                               ("interleaved:2", "1.5x")])
+def test_solved_schedule_trains_exactly_like_one_process(tmp_path, P, placement, memory):
+    schedule = solve(uniform(P, 2 * P, F=1, B=1.2, W=0.8, placement=placement, memory=memory),
+                     "cpsat", time_limit=5, workers=1)
+    check_trains_exactly(schedule, tmp_path)
+
+
+def test_f_and_b_pairs_train_exactly(tmp_path):
+    # DualPipeV: torch runs each OVERLAP_F_B action's forward, then its backward
+    schedule = run_baseline("dualpipev", uniform(2, 4, placement="vshape", fb_overlap=1.5))
+    assert sum(t.overlap is not None for ops in schedule.devices for t in ops) == 12
+    check_trains_exactly(schedule, tmp_path)
+
+
+def test_a_hand_built_chain_trains_exactly(tmp_path):
+    # stages 0 and 2 on rank 1, stage 1 on rank 0: ranks are not in stage order
+    cost = StageCost(1.0, 1.0, 1.0, 1.0, 0.5)
+    chain = Pipe((Stage(1, 0), Stage(0, 0), Stage(1, 0)), (0, 1, 2))
+    check_trains_exactly(solve(Problem(devices=2, microbatches=3, stage_costs=(cost,), pipes=(chain,)), "cpsat",
+                               time_limit=5, workers=1), tmp_path)
 
 
 def test_stages_that_do_not_match_the_placement_are_refused():
