@@ -89,8 +89,9 @@ def test_baselines_refuse_what_they_do_not_fit():
     assert applicable(uniform(4, 8, split_backward=False)) == ["gpipe", "1f1b"]
     with pytest.raises(UsageError, match="split_backward"):
         run_baseline("zb-h1", uniform(4, 8, split_backward=False))
-    with pytest.raises(UsageError, match="unknown baseline"):
-        run_baseline("zb-h9", uniform(4, 8))
+    for name in ("zb-h9", None, ["1f1b"]):  # not a name at all: was an AttributeError or TypeError
+        with pytest.raises(UsageError, match="unknown baseline"):
+            run_baseline(name, uniform(4, 8))
 
 
 def test_over_limit_is_reported_not_dropped():

@@ -93,7 +93,7 @@ def applicable(problem: Problem) -> list[str]:
 
 def run_baseline(name: str, problem: Problem, graph: OpGraph | None = None) -> Schedule:
     """The named hand-made schedule, timed by the simulator; UsageError if it does not fit."""
-    key = name.strip().lower()
+    key = name.strip().lower() if isinstance(name, str) else None
     if key not in BASELINES:
         raise UsageError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
     baseline = BASELINES[key]
