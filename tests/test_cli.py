@@ -304,6 +304,18 @@ def test_the_files_are_written_when_the_reader_of_the_output_leaves(tmp_path):
     assert csv.read_text().count("\n") == 2
 
 
+def test_the_files_are_written_without_standard_output_or_error(tmp_path):
+    # `zbsolve solve -o s.json >&- 2>&-`: Python's sys.stdout is None there, and the first
+    # print ended the command (exit 1) before any file was written
+    import os
+
+    schedule = tmp_path / "s.json"
+    result = subprocess.run([sys.executable, "-m", "zbsolve", "solve", "--stages", "2", "--microbatches", "4",
+                             "-o", str(schedule)], preexec_fn=lambda: (os.close(1), os.close(2)), timeout=120)
+    assert result.returncode == 0
+    validate(read_schedule(schedule))
+
+
 @pytest.mark.parametrize("extra, warning", [
     (["--fb-overlap", "1.5"], "has no effect: no device holds two stages"),
     (["--placement", "bidirectional", "--fb-overlap", "1.5"], "shorter than the longer half of a pair that may form "

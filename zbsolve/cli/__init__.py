@@ -49,25 +49,30 @@ def build_parser() -> _Parser:
 
 
 class _OutlivesItsReader:
-    """A standard stream that survives its reader leaving (`zbsolve solve -o s.json | head`):
-    what follows is dropped, and the command goes on to write its files. Raising there
-    lost a finished solve's schedule file, with exit code 0."""
+    """A standard stream that survives its reader leaving (`zbsolve solve -o s.json | head`)
+    or never having been there (`>&-`: Python's stream is None): what is written is dropped,
+    and the command goes on to write its files. Raising there lost a finished solve's
+    schedule file."""
 
     def __init__(self, stream) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
+            return self._stream.write(text) if self._stream is not None else len(text)
         except BrokenPipeError:
             self._drop_the_rest()
             return len(text)
 
     def flush(self) -> None:
         try:
-            self._stream.flush()
+            if self._stream is not None:
+                self._stream.flush()
         except BrokenPipeError:
             self._drop_the_rest()
+
+    def isatty(self) -> bool:
+        return self._stream is not None and self._stream.isatty()
 
     def _drop_the_rest(self) -> None:
         try:
@@ -82,16 +87,16 @@ class _OutlivesItsReader:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # parse_args would report them as the top level's, not the command's
-        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _OutlivesItsReader(sys.stdout), _OutlivesItsReader(sys.stderr)
     try:
+        parser = build_parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # parse_args would report them as the top level's, not the command's
+            parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return 2
         return _run(args)
     finally:
         sys.stdout, sys.stderr = streams
