@@ -7,6 +7,7 @@ import time
 import pytest
 from helpers import uniform
 
+from zbsolve.baselines import run_baseline
 from zbsolve.errors import InfeasibleError, UsageError
 from zbsolve.ops import Op
 from zbsolve.placements import build_problem
@@ -141,6 +142,7 @@ def test_one_worker_can_run_by_the_clock():
     (dict(seed=2**31), "seed must be an integer from 0 to 2147483647"),
     (dict(seed=-1), "seed must be an integer from 0 to 2147483647"),
     (dict(seed="3"), "seed must be an integer"),
+    (dict(baselines=[run_baseline("1f1b", uniform(2, 4))]), "baselines must be hand-made schedules of the problem"),
 ])
 def test_bad_solver_options(kwargs, message):
     with pytest.raises(UsageError, match=message):
@@ -161,6 +163,17 @@ def test_a_short_single_worker_solve_is_no_worse_than_the_list_scheduler_alone()
     solved = solve(problem, "cpsat", time_limit=2, workers=1)
     validate(solved)
     assert solved.metrics.makespan <= alone.metrics.makespan + 1e-9
+
+
+def test_baselines_timed_by_the_caller_are_the_start():
+    problem = uniform(4, 8, memory="1x")
+    timed = [run_baseline(name, problem) for name in ("1f1b", "zb-h1")]
+    solved = solve(problem, "cpsat", time_limit=2, workers=1, baselines=timed)
+    assert solved.metrics.makespan == 27 and solved.solver.status == "optimal"  # ZB-H1 meets the bound
+    assert "the starting schedule meets the lower bound" in solved.solver.message
+    from_1f1b = solve(problem, "cpsat", time_limit=2, workers=1, baselines=timed[:1])
+    validate(from_1f1b)
+    assert from_1f1b.metrics.makespan == 27  # from 1F1B's 33 alone, the list scheduler or the search reach 27
 
 
 def test_stop_event_before_start_keeps_the_warm_start():

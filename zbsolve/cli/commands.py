@@ -110,14 +110,25 @@ def baseline_rows(problem: Problem) -> list[Schedule]:
     return [run_baseline(name, problem, graph) for name in applicable(problem)]
 
 
-def print_comparison(problem: Problem, solved: list[Schedule]) -> None:
-    """The table: solved rows, then every applicable baseline, speed-ups against 1F1B."""
-    reference = one_f_one_b_reference(problem)
+def reference_of(problem: Problem, timed: list[Schedule]) -> Schedule | None:
+    """1F1B on the single chain: on the single placement, the problem's own 1F1B row."""
+    if problem.placement == "single":
+        own = [s for s in timed if s.name == "1f1b"]
+        if own:
+            return own[0]
+    return one_f_one_b_reference(problem)
+
+
+def print_comparison(problem: Problem, solved: list[Schedule], timed: list[Schedule] | None = None) -> None:
+    """The table: solved rows, then every applicable baseline (`timed`: already timed, as
+    for the solve's start), speed-ups against 1F1B."""
+    timed = baseline_rows(problem) if timed is None else timed
+    reference = reference_of(problem, timed)
     # A solved row's bound is already at least lower_bound(problem): compute it only without one.
     proven = [s.solver.bound for s in solved if s.solver.bound is not None]
     bound = max(proven) if proven else lower_bound(problem)
     # How far each fitting schedule is from the best possible (the bound holds within the limit only).
-    rows = [s if s.over_memory_limit() else with_bound(s, bound) for s in baseline_rows(problem)]
+    rows = [s if s.over_memory_limit() else with_bound(s, bound) for s in timed]
     if problem.placement != "single":
         rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
     print(describe_problem(problem))
@@ -130,8 +141,9 @@ def run_compare(args: argparse.Namespace) -> int:
     if not args.no_solve:
         check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
-    solved = [] if args.no_solve else [solve_with_progress(problem, args)]
-    print_comparison(problem, solved)
+    timed = baseline_rows(problem)  # once, for the table and the solve's start
+    solved = [] if args.no_solve else [solve_with_progress(problem, args, timed)]
+    print_comparison(problem, solved, timed)
     return 130 if solved and solved[0].solver.status == "interrupted" else 0
 
 

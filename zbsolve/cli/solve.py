@@ -76,7 +76,8 @@ def install_stop_handlers() -> threading.Event:
     return stop
 
 
-def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
+def solve_with_progress(problem: Problem, args: argparse.Namespace,
+                        baselines: list[Schedule] | None = None) -> Schedule:
     """Solve with live progress on stderr; Ctrl-C keeps the best schedule found so far."""
     if args.solver == "cpsat" and problem.fb_overlap is not None and runs_deterministic(args.workers,
                                                                                         args.deterministic):
@@ -89,7 +90,8 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
     started = time.monotonic()
     try:
         solved = solve(problem, args.solver, time_limit=args.time_limit, workers=args.workers,
-                       seed=args.seed, progress=progress, stop=stop, deterministic=args.deterministic)
+                       seed=args.seed, progress=progress, stop=stop, deterministic=args.deterministic,
+                       baselines=baselines)
     finally:
         progress.close()
     if not args.quiet:
@@ -100,13 +102,14 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace) -> Schedule:
 
 
 def run_solve(args: argparse.Namespace) -> int:
-    from .commands import check_outputs, print_comparison, write_outputs
+    from .commands import baseline_rows, check_outputs, print_comparison, write_outputs
 
     check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
     check_outputs(args, problem)
-    solved = solve_with_progress(problem, args)
-    print_comparison(problem, [solved])
+    timed = baseline_rows(problem)  # once, for the solve's start and the table
+    solved = solve_with_progress(problem, args, timed)
+    print_comparison(problem, [solved], timed)
     write_outputs(solved, args)
     return 130 if solved.solver.status == "interrupted" else 0
 

@@ -11,6 +11,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 from zbsolve.baselines import applicable, run_baseline
@@ -93,11 +94,13 @@ def check_memory_feasible(problem: Problem) -> None:
             )
 
 
-def best_fitting_baseline(problem: Problem, graph: OpGraph) -> Schedule | None:
-    """The hand-made schedule with the best objective among those within the memory limit."""
+def best_fitting_baseline(problem: Problem, graph: OpGraph,
+                          timed: Sequence[Schedule] | None = None) -> Schedule | None:
+    """The hand-made schedule with the best objective among those within the memory limit;
+    `timed`: the problem's hand-made schedules when already timed (else they are timed here)."""
     best = None
-    for name in applicable(problem):
-        schedule = run_baseline(name, problem, graph)
+    schedules = timed if timed is not None else (run_baseline(name, problem, graph) for name in applicable(problem))
+    for schedule in schedules:
         if schedule.over_memory_limit():
             continue
         if best is None or schedule.value < best.value:
@@ -202,6 +205,7 @@ def solve(
     warm_start: bool = True,
     stop=None,
     deterministic: bool | None = None,
+    baselines: Sequence[Schedule] | None = None,
 ) -> Schedule:
     """Find a schedule for `problem`; status `optimal` only when the backend proved it.
 
@@ -209,10 +213,14 @@ def solve(
     of the clock, so that a run repeats exactly on any machine; the wall time can then be
     several times `time_limit`. Raises InfeasibleError when the problem has no schedule and
     SolverError when nothing was found in time. `stop` (a threading.Event) ends the search early.
+    `baselines`: the problem's hand-made schedules when the caller has timed them already (a
+    table shows them too); the best within the memory limit is a starting schedule.
     """
     began = time.monotonic()
     workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
     check_solver_options(solver, time_limit, workers, deterministic, seed)
+    if baselines is not None and any(b.problem != problem for b in baselines):
+        raise UsageError("baselines must be hand-made schedules of the problem being solved")
     if solver == "cbc" and problem.fb_overlap is not None:  # refuse before any work, whatever the instance
         raise UsageError("the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat")
     fallback = None
@@ -230,7 +238,7 @@ def solve(
     data.deterministic = runs_deterministic(workers, deterministic)
     if stop is not None:
         data.stop = stop
-    warm = best_fitting_baseline(problem, graph) if warm_start else None
+    warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
     bound = data.value(data.lower_bound())
     if warm_start and solver != "list" and not _meets(warm, bound):
         found = _list_schedule(graph, data)
