@@ -284,6 +284,8 @@ def test_console_script_runs_in_a_fresh_process():
     (["solve", "-p", "4", "-m", "8", "--memory", "1x", "--time-limit", "2"], ["gpipe", "1f1b", "zb-h1", "zb-h2"]),
     (["compare", "-p", "4", "-m", "8", "--placement", "vshape", "--time-limit", "2"], ["zb-v", "dualpipev", "1f1b"]),
     (["compare", "-p", "4", "-m", "8", "--no-solve"], ["gpipe", "1f1b", "zb-h1", "zb-h2"]),
+    (["baseline", "1f1b", "-p", "4", "-m", "8"], ["1f1b"]),
+    (["baseline", "zb-h1", "-p", "4", "-m", "8"], ["zb-h1", "1f1b"]),
 ])
 def test_each_hand_made_schedule_is_timed_once(capsys, monkeypatch, args, expected):
     # the solve's start and the table each timed them (at 180,000 ops: 24.6 s, now 14.1 s)

@@ -98,7 +98,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     check_outputs(args, problem)
     schedule = run_baseline(args.name, problem)
-    reference = one_f_one_b_reference(problem)
+    reference = reference_of(problem, [schedule])
     print(describe_problem(problem))
     print(comparison_table([schedule], reference))
     write_outputs(schedule, args)
