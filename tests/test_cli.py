@@ -303,6 +303,23 @@ def test_each_hand_made_schedule_is_timed_once(capsys, monkeypatch, args, expect
     assert timed == expected
 
 
+@pytest.mark.parametrize("args, message", [
+    (["solve", "-p", "4", "-m", "8", "--placement", "bidirectional", "--fb-overlap", "1.5", "--solver", "cbc"],
+     "cbc backend does not model F&B overlap"),
+    (["compare", "-p", "4", "-m", "8", "--memory", "0.1x"], "smallest limit that works"),
+])
+def test_what_the_solve_refuses_is_refused_before_the_hand_made_schedules_are_timed(capsys, monkeypatch, args,
+                                                                                   message):
+    import zbsolve.baselines
+
+    def refused(*_):
+        raise AssertionError("a hand-made schedule was timed")
+
+    monkeypatch.setattr(zbsolve.baselines, "simulate", refused)
+    code, out, err = run(capsys, *args)
+    assert code in (1, 2) and message in err and out == ""
+
+
 def test_the_api_example_runs(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "examples" / "solve_api.py"), "--time-limit", "5"],
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)

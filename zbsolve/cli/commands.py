@@ -17,7 +17,7 @@ from zbsolve.problem import Problem
 from zbsolve.reference import one_f_one_b_reference
 from zbsolve.schedule import Schedule
 from zbsolve.schedule_file import read_schedule, write_schedule
-from zbsolve.solvers import check_solver_options, lower_bound, with_bound
+from zbsolve.solvers import check_solvable, check_solver_options, lower_bound, with_bound
 from zbsolve.validate import validate
 
 from .options import add_problem_options, problem_from_args
@@ -141,6 +141,8 @@ def run_compare(args: argparse.Namespace) -> int:
     if not args.no_solve:
         check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
+    if not args.no_solve:
+        check_solvable(problem, args.solver)  # before the hand-made schedules are timed
     timed = baseline_rows(problem)  # once, for the table and the solve's start
     solved = [] if args.no_solve else [solve_with_progress(problem, args, timed)]
     print_comparison(problem, solved, timed)

@@ -10,7 +10,7 @@ import time
 
 from zbsolve.problem import Problem
 from zbsolve.schedule import Schedule
-from zbsolve.solvers import SOLVERS, check_solver_options, runs_deterministic, solve
+from zbsolve.solvers import SOLVERS, check_solvable, check_solver_options, runs_deterministic, solve
 
 from .options import add_problem_options, problem_from_args
 
@@ -107,6 +107,7 @@ def run_solve(args: argparse.Namespace) -> int:
     check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
     check_outputs(args, problem)
+    check_solvable(problem, args.solver)  # before the hand-made schedules are timed
     timed = baseline_rows(problem)  # once, for the solve's start and the table
     solved = solve_with_progress(problem, args, timed)
     print_comparison(problem, [solved], timed)

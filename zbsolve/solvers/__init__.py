@@ -221,17 +221,7 @@ def solve(
     check_solver_options(solver, time_limit, workers, deterministic, seed)
     if baselines is not None and any(b.problem != problem for b in baselines):
         raise UsageError("baselines must be hand-made schedules of the problem being solved")
-    if solver == "cbc" and problem.fb_overlap is not None:  # refuse before any work, whatever the instance
-        raise UsageError("the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat")
-    fallback = None
-    if solver == "cpsat" and model_size(problem, solver) > MAX_MODEL_OPS:
-        check_size(problem)
-        fallback = (f"{model_size(problem, solver):,} ops are above the cpsat model limit of "
-                    f"{MAX_MODEL_OPS:,}: answered by the list scheduler")
-        solver = "list"
-    elif solver != "list":
-        check_model_size(problem, solver)
-    check_memory_feasible(problem)
+    solver, fallback = _backend_for(problem, solver)
     graph = OpGraph(problem)
     data = build_input(graph, problem.split_backward, problem.objective)
     data.time_limit, data.workers, data.seed, data.progress = time_limit, workers, seed, progress
@@ -267,6 +257,28 @@ def solve(
     clocked = not data.deterministic or solver not in WORK_LIMITED
     result = _run_in_thread(_backend(solver), budget, clocked)
     return _finish(problem, graph, data, solver, _noted(result, fallback), warm)
+
+
+def check_solvable(problem: Problem, solver: str) -> None:
+    """What `solve` refuses before any work (a backend that cannot model the problem, a model
+    too large, a memory limit below one microbatch), for a caller that works before it."""
+    _backend_for(problem, solver)
+
+
+def _backend_for(problem: Problem, solver: str) -> tuple[str, str | None]:
+    """The backend that runs, and why it is not the one asked for (cpsat above its size)."""
+    if solver == "cbc" and problem.fb_overlap is not None:  # refuse before any work, whatever the instance
+        raise UsageError("the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat")
+    fallback = None
+    if solver == "cpsat" and model_size(problem, solver) > MAX_MODEL_OPS:
+        check_size(problem)
+        fallback = (f"{model_size(problem, solver):,} ops are above the cpsat model limit of "
+                    f"{MAX_MODEL_OPS:,}: answered by the list scheduler")
+        solver = "list"
+    elif solver != "list":
+        check_model_size(problem, solver)
+    check_memory_feasible(problem)
+    return solver, fallback
 
 
 def _meets(schedule: Schedule | None, bound: float) -> bool:
