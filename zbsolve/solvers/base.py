@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
+from types import MappingProxyType
 
 from zbsolve.ops import Op, OpGraph
 
@@ -172,9 +173,10 @@ class SolveInput:
         """What a backend proved beyond `lower_bound()`, for the models it builds afterwards."""
         self._bound = max(self.lower_bound(), units)
 
-    def forward_chains(self, device: int) -> dict[tuple[int, int], list[Op]]:
-        """The F's of each stage on `device`, in microbatch order, by (pipe, stage)."""
-        return dict(self._forward_chains_by_device[device])
+    def forward_chains(self, device: int) -> Mapping[tuple[int, int], list[Op]]:
+        """The F's of each stage on `device`, in microbatch order, by (pipe, stage); a
+        read-only view of the index, which the bounds ask for once per device or more."""
+        return MappingProxyType(self._forward_chains_by_device[device])
 
     @cached_property
     def _forward_chains_by_device(self) -> list[dict[tuple[int, int], list[Op]]]:

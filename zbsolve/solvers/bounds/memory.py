@@ -4,6 +4,7 @@ warm-up and cool-down (middle), and after its last forward (cool-down)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from zbsolve.ops import Op
@@ -100,7 +101,7 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     return math.ceil(ops_work(data, ops) + idle_total - 1e-9) + least
 
 
-def middle_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], limit: int,
+def middle_idle(data: SolveInput, stages: Mapping[tuple[int, int], list[Op]], limit: int,
                  reaches: dict[Op, dict[Op, int]] | None = None) -> float:
     """Idle between the warm-up and the cool-down, forced by memory (one pipe, no pairs).
 
@@ -150,7 +151,7 @@ def middle_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], limit
     return windows * max(0.0, trip - most_fill(free, kinds) - fractional(free, forwards))
 
 
-def _cooldown_idle(data: SolveInput, stages: dict[tuple[int, int], list[Op]], last: Op, reach: dict[Op, int],
+def _cooldown_idle(data: SolveInput, stages: Mapping[tuple[int, int], list[Op]], last: Op, reach: dict[Op, int],
                    limit: int, after: int) -> float:
     """Time after `last` (the device's last F) that no work here can fill: until its
     microbatch's backward may start here, and until `after` (the time its microbatch still
