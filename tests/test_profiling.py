@@ -17,10 +17,11 @@ def _saved_range(L, h, a, s, b, element):
     return L * 16 * s * b * h * element, 1.01 * L * (17 * s * b * h + 2.5 * a * s * s * b) * element
 
 
-def test_memory_is_what_f_keeps_for_b_and_w():
+@pytest.mark.parametrize("dtype, element", [("float32", 4), ("bfloat16", 2)])
+def test_memory_is_what_f_keeps_for_b_and_w(dtype, element):
     L, h, a, s, b = 2, 128, 4, 64, 2
-    costs = measure(LayerShape(L, h, a, s, b), "cpu", repeats=1, warmup=0)
-    least, most = _saved_range(L, h, a, s, b, 4)
+    costs = measure(LayerShape(L, h, a, s, b), "cpu", repeats=1, warmup=0, dtype=dtype)
+    least, most = _saved_range(L, h, a, s, b, element)
     # W's inputs (each linear layer's input, 7sbh) and output gradients (9sbh)
     assert costs["residual"] * 1e9 == pytest.approx(least, rel=1e-9)
     assert least <= costs["activation"] * 1e9 <= most
@@ -65,6 +66,7 @@ def test_a_small_stack_keeps_its_memory_in_the_file(tmp_path):
     (["--hidden", "65", "--heads", "2"], "multiple of --heads"),
     (["--hidden", "64", "--heads", "2", "--repeats", "0"], "--repeats"),
     (["--hidden", "64", "--heads", "2", "--device", "cuda"], "cuda"),
+    (["--hidden", "64", "--heads", "2", "--dtype", "float64"], "--dtype"),
 ])
 def test_bad_profile_settings_are_refused_and_write_nothing(capsys, tmp_path, args, message):
     import torch
@@ -72,7 +74,10 @@ def test_bad_profile_settings_are_refused_and_write_nothing(capsys, tmp_path, ar
     if "cuda" in args and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     target = tmp_path / "p.json"
-    code = main(["profile", "--layers", "1", "--seq", "8", "--microbatch-size", "1", *args, "-o", str(target)])
+    try:
+        code = main(["profile", "--layers", "1", "--seq", "8", "--microbatch-size", "1", *args, "-o", str(target)])
+    except SystemExit as exit:  # argparse's own usage errors
+        code = exit.code
     assert code == 2 and message in capsys.readouterr().err
     assert not target.exists()
 
@@ -112,3 +117,38 @@ def test_the_memory_estimate_covers_what_a_run_saves():
     costs = measure(shape, "cpu", repeats=1, warmup=0)
     assert estimated_bytes(shape) > (costs["activation"] + costs["residual"]) * 1e9
 
+
+needs_cuda = pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+
+
+@needs_cuda
+def test_a_cuda_profile_in_bfloat16_measures_the_gpu(tmp_path):
+    from zbsolve.profiles import load_profile
+
+    L, h, a, s, b = 2, 1024, 16, 512, 2
+    target = tmp_path / "gpu.json"
+    assert main(["profile", "--device", "cuda", "--dtype", "bfloat16", "--layers", str(L), "--hidden", str(h),
+                 "--heads", str(a), "--seq", str(s), "--microbatch-size", str(b), "--repeats", "3",
+                 "-o", str(target)]) == 0
+    document = json.loads(target.read_text())
+    torch = __import__("torch")
+    assert document["model"]["hardware"] == torch.cuda.get_device_name()
+    assert document["measured"]["dtype"] == "bfloat16" and "tf32" not in document["measured"]
+    costs, per_gb = document["costs"], {"GB": 1, "MB": 1e3}[document["memory_unit"]]
+    # W's inputs are the same on every attention kernel; a fused kernel keeps no s x s
+    # scores, so what F saves lies between the residual and the formula with them
+    assert costs["residual"] / per_gb * 1e9 == pytest.approx(L * 32 * s * b * h, rel=0.001)
+    least, most = _saved_range(L, h, a, s, b, 2)
+    assert least <= costs["activation"] / per_gb * 1e9 <= most
+    assert min(costs["F"], costs["B"], costs["W"]) > 0
+    assert load_profile(str(target)).rank_costs(4)[0].F == costs["F"]
+
+
+@needs_cuda
+def test_a_cuda_profile_in_float32_says_whether_tf32_was_on(tmp_path):
+    target = tmp_path / "gpu32.json"
+    assert main(["profile", "--device", "cuda", "--layers", "1", "--hidden", "256", "--heads", "4", "--seq", "128",
+                 "--microbatch-size", "1", "--repeats", "1", "-o", str(target)]) == 0
+    measured = json.loads(target.read_text())["measured"]
+    assert measured["dtype"] == "float32"
+    assert measured["tf32"] == __import__("torch").backends.cuda.matmul.allow_tf32

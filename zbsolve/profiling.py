@@ -18,6 +18,10 @@ from dataclasses import dataclass
 
 from zbsolve.errors import UsageError
 
+# Element types a stack can be measured in, and their bytes. Training on GPUs computes in
+# bfloat16 (or float16); float32 is the default because CPUs run it fastest.
+DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
 
 @dataclass(frozen=True)
 class LayerShape:
@@ -81,20 +85,24 @@ def _saved_bytes(torch, run, weights: set[int]) -> int:
     return sum(seen.values())
 
 
-def measure(shape: LayerShape, device: str = "cpu", repeats: int = 5, warmup: int = 2) -> dict:
-    """Median F, B, W in ms and activation/residual in GB for one stack of `shape.layers`."""
+def measure(shape: LayerShape, device: str = "cpu", repeats: int = 5, warmup: int = 2,
+            dtype: str = "float32") -> dict:
+    """Median F, B, W in ms and activation/residual in GB for one stack of `shape.layers`,
+    weights, inputs and all arithmetic in `dtype`."""
     shape.check()
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     torch = _torch()
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available here")
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device must be cpu or cuda, got {device!r}")
-    needed, available = estimated_bytes(shape), _available_bytes(torch, device)
+    needed, available = estimated_bytes(shape, DTYPES[dtype]), _available_bytes(torch, device)
     if available is not None and needed > available:
         raise UsageError(_too_big(shape, device, f"it needs about {needed / 1e9:,.1f} GB, "
                                                 f"{available / 1e9:,.1f} GB is free"))
     try:
-        return _measure(torch, shape, torch.device(device), repeats, warmup)
+        return _measure(torch, shape, torch.device(device), repeats, warmup, getattr(torch, dtype))
     except (torch.OutOfMemoryError, MemoryError):
         raise UsageError(_too_big(shape, device, "it ran out of memory")) from None
     except RuntimeError as error:  # the CPU allocator reports failure as a plain RuntimeError
@@ -103,14 +111,14 @@ def measure(shape: LayerShape, device: str = "cpu", repeats: int = 5, warmup: in
         raise UsageError(_too_big(shape, device, "it ran out of memory")) from None
 
 
-def estimated_bytes(shape: LayerShape) -> int:
-    """fp32 bytes a profile run holds at its peak: weights, what F saves, W's inputs, one
-    layer's attention scores and the weight gradients W produces."""
+def estimated_bytes(shape: LayerShape, element_bytes: int = 4) -> int:
+    """Bytes a profile run holds at its peak, at `element_bytes` per element: weights, what F
+    saves, W's inputs, one layer's attention scores and the weight gradients W produces."""
     L, h, a, s, b = shape.layers, shape.hidden, shape.heads, shape.sequence, shape.microbatch_size
     weights = L * (12 * h * h + 13 * h)
-    saved = L * (34 * s * b * h + 5 * a * s * s * b)  # Zero Bubble's 16-bit bytes = fp32 elements / 2
+    saved = L * (34 * s * b * h + 5 * a * s * s * b)  # Zero Bubble's 16-bit bytes = elements * 2
     residual = L * 32 * s * b * h
-    return 4 * (2 * weights + 2 * s * b * h + a * s * s * b) + 2 * (saved + residual)
+    return element_bytes * (2 * weights + 2 * s * b * h + a * s * s * b + (saved + residual) // 2)
 
 
 def _available_bytes(torch, device: str) -> int | None:
@@ -132,24 +140,29 @@ def _too_big(shape: LayerShape, device: str, why: str) -> str:
             f"or a smaller sequence or microbatch")
 
 
-def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int) -> dict:
+def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype) -> dict:
     torch.manual_seed(0)
-    stack = torch.nn.Sequential(*[_block(torch, shape.hidden, shape.heads) for _ in range(shape.layers)]).to(device)
+    blocks = [_block(torch, shape.hidden, shape.heads) for _ in range(shape.layers)]
+    stack = torch.nn.Sequential(*blocks).to(device=device, dtype=dtype)
     linears = [m for m in stack.modules() if isinstance(m, torch.nn.Linear)]
-    x = torch.randn(shape.microbatch_size, shape.sequence, shape.hidden, device=device, requires_grad=True)
+    x = torch.randn(shape.microbatch_size, shape.sequence, shape.hidden, device=device, dtype=dtype,
+                    requires_grad=True)
     grad_out = torch.randn_like(x)
 
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
     def timed(work) -> float:
-        sync()
-        start = time.perf_counter()
-        result = work()
-        sync()
-        timed.last = result
-        return (time.perf_counter() - start) * 1e3
+        if device.type != "cuda":
+            start = time.perf_counter()
+            timed.last = work()
+            return (time.perf_counter() - start) * 1e3
+        # GPU time between two events on the stream: a pipeline runtime queues the next op
+        # while one runs, so the host's wait for the result is not part of an op's time
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        begin.record()
+        timed.last = work()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end)
 
     # A training F: with weights that need gradients autograd keeps each linear layer's input
     # for W, which a frozen stack would not.
@@ -210,24 +223,33 @@ def memory_unit(activation_gb: float) -> tuple[str, float]:
     return MEMORY_UNITS[-1]
 
 
-def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5) -> dict:
+def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5, dtype: str = "float32") -> dict:
     """A profile in the models/ format, with hardware, torch version and settings recorded."""
     torch = _torch()
-    costs = measure(shape, device, repeats)
+    costs = measure(shape, device, repeats, dtype=dtype)
     unit, per_gb = memory_unit(costs["activation"])
     costs["activation"] *= per_gb
     costs["residual"] *= per_gb
     hardware = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
     return {
         "name": name,
-        "source": (f"measured by zbsolve profile on {device} ({hardware}), torch {torch.__version__}: median of "
-                   f"{repeats} runs after 2 warm-ups, per rank-stage of {shape.layers} GPT layers"),
+        "source": (f"measured by zbsolve profile on {device} ({hardware}), torch {torch.__version__}, {dtype}: "
+                   f"median of {repeats} runs after 2 warm-ups, per rank-stage of {shape.layers} GPT layers"),
         "time_unit": "ms",
         "memory_unit": unit,
         "costs": {k: float(f"{v:.6g}") for k, v in costs.items()},
         "model": {"layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads,
                   "sequence": shape.sequence, "microbatch_size": shape.microbatch_size,
                   "hardware": hardware},
-        "measured": {"device": device, "torch": torch.__version__, "python": platform.python_version(),
-                     "repeats": repeats, "threads": torch.get_num_threads()},
+        "measured": {"device": device, "dtype": dtype, "torch": torch.__version__,
+                     "python": platform.python_version(), "repeats": repeats, "threads": torch.get_num_threads(),
+                     **_matmul_settings(torch, device, dtype)},
     }
+
+
+def _matmul_settings(torch, device: str, dtype: str) -> dict:
+    """What decides float32 matrix products' speed on a GPU: TF32 (off by default) runs them
+    several times faster at lower precision, so a profile says which it measured."""
+    if device != "cuda" or dtype != "float32":
+        return {}
+    return {"tf32": bool(torch.backends.cuda.matmul.allow_tf32)}

@@ -14,6 +14,7 @@ from zbsolve.export.torch_csv import check_torch_form, torch_csv, write_torch_cs
 from zbsolve.files import check_separate, check_writable
 from zbsolve.ops import OpGraph
 from zbsolve.problem import Problem
+from zbsolve.profiling import DTYPES
 from zbsolve.reference import one_f_one_b_reference
 from zbsolve.schedule import Schedule
 from zbsolve.schedule_file import read_schedule, write_schedule
@@ -195,7 +196,7 @@ def run_profile(args: argparse.Namespace) -> int:
     shape = LayerShape(args.layers, args.hidden, args.heads, args.seq, args.microbatch_size)
     shape.check()
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
-    document = profile_document(shape, args.device, name, args.repeats)
+    document = profile_document(shape, args.device, name, args.repeats, args.dtype)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
     c, unit = document["costs"], document["memory_unit"]
@@ -240,6 +241,9 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
 
     p = command("profile", "measure F, B, W and memory of a GPT-style layer stack with PyTorch", run_profile)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="float32",
+                   help="element type of weights, activations and arithmetic (default float32; GPUs train in "
+                        "bfloat16, which also halves the memory)")
     p.add_argument("--layers", type=int, required=True, help="layers per rank-stage")
     p.add_argument("--hidden", type=int, required=True)
     p.add_argument("--heads", type=int, required=True)
