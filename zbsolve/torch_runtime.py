@@ -101,6 +101,8 @@ def pipeline_runtime(
         schedule = read_schedule(schedule)
     validate(schedule)
     check_stages(schedule, stages, n_microbatches)
+    for stage in stages:
+        _no_warm_up_to_itself(stage)
     runtime = runtime_class(list(stages), n_microbatches, loss_fn=loss_fn, **kwargs)
     handle, path = tempfile.mkstemp(prefix="zbsolve-", suffix=".csv")
     try:
@@ -112,3 +114,20 @@ def pipeline_runtime(
     finally:
         os.unlink(path)
     return runtime
+
+
+
+def _no_warm_up_to_itself(stage: Any) -> None:
+    """Before its first step torch 2.11 sends one message to each neighbouring stage's rank
+    to open the links, the rank's own included where two neighbouring stages share it (on a
+    V the turn does); gloo has no link from a rank to itself and fails ('Pair is not
+    connected'). Such neighbours hand their tensors over in memory, so those messages are
+    left out. torch 2.13 opens the links another way and never asks for this list."""
+    ops_of = getattr(stage, "_get_init_p2p_neighbors_ops", None)
+    if ops_of is None:
+        return
+
+    def ops_to_others() -> list:
+        return [op for op in ops_of() if getattr(op, "group_peer", None) != stage.group_rank]
+
+    stage._get_init_p2p_neighbors_ops = ops_to_others
