@@ -16,7 +16,8 @@ from zbsolve.solvers import solve
 
 schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
 
-TORCH_KIND = {"F": "F", "I": "B", "W": "W", "B": "BW"}
+# by member, not value: the values are letters in torch 2.13 and numbers in 2.10
+TORCH_KIND = {schedules.F: "F", schedules.I: "B", schedules.W: "W", schedules.B: "BW"}
 
 
 def check_with_torch(schedule) -> None:
@@ -28,7 +29,7 @@ def check_with_torch(schedule) -> None:
     assert rank_of == {k: stage.device for k, stage in enumerate(stages)}
     for rank, ops in enumerate(schedule.devices):  # each rank's ops, pairs taken apart, in order
         parts = [part for action in actions[rank] for part in action.sub_actions or (action,)]
-        named = [(p.stage_index, TORCH_KIND[p.computation_type.value], p.microbatch_index) for p in parts]
+        named = [(p.stage_index, TORCH_KIND[p.computation_type], p.microbatch_index) for p in parts]
         assert sorted(named) == sorted((t.op.stage, t.op.kind, t.op.microbatch) for t in ops)
     with_comms = schedules._add_send_recv(actions, lambda k: rank_of[k], len(stages))
     # the dry run knows no F&B pair; the runtime runs a pair's two actions one after the other
