@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from zbsolve.errors import UsageError
 
-# Element types a stack can be measured in, and their bytes. Training on GPUs computes in
-# bfloat16 (or float16); float32 is the default because CPUs run it fastest.
-DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Element types a stack can be measured in. Training on GPUs computes in bfloat16 (or
+# float16); float32 is the default because CPUs run it fastest.
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -97,12 +97,13 @@ def measure(shape: LayerShape, device: str = "cpu", repeats: int = 5, warmup: in
         raise UsageError("--device cuda: no CUDA device is available here")
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device must be cpu or cuda, got {device!r}")
-    needed, available = estimated_bytes(shape, DTYPES[dtype]), _available_bytes(torch, device)
+    element = getattr(torch, dtype)
+    needed, available = estimated_bytes(shape, element.itemsize), _available_bytes(torch, device)
     if available is not None and needed > available:
         raise UsageError(_too_big(shape, device, f"it needs about {needed / 1e9:,.1f} GB, "
                                                 f"{available / 1e9:,.1f} GB is free"))
     try:
-        return _measure(torch, shape, torch.device(device), repeats, warmup, getattr(torch, dtype))
+        return _measure(torch, shape, torch.device(device), repeats, warmup, element)
     except (torch.OutOfMemoryError, MemoryError):
         raise UsageError(_too_big(shape, device, "it ran out of memory")) from None
     except RuntimeError as error:  # the CPU allocator reports failure as a plain RuntimeError

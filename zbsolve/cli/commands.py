@@ -120,10 +120,9 @@ def reference_of(problem: Problem, timed: list[Schedule]) -> Schedule | None:
     return one_f_one_b_reference(problem)
 
 
-def print_comparison(problem: Problem, solved: list[Schedule], timed: list[Schedule] | None = None) -> None:
-    """The table: solved rows, then every applicable baseline (`timed`: already timed, as
-    for the solve's start), speed-ups against 1F1B."""
-    timed = baseline_rows(problem) if timed is None else timed
+def print_comparison(problem: Problem, solved: list[Schedule], timed: list[Schedule]) -> None:
+    """The table: solved rows, then every applicable baseline (`timed`, from `baseline_rows`,
+    as for the solve's start), speed-ups against 1F1B."""
     reference = reference_of(problem, timed)
     # A solved row's bound is already at least lower_bound(problem): compute it only without one.
     proven = [s.solver.bound for s in solved if s.solver.bound is not None]
@@ -241,7 +240,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
 
     p = command("profile", "measure F, B, W and memory of a GPT-style layer stack with PyTorch", run_profile)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--dtype", choices=tuple(DTYPES), default="float32",
+    p.add_argument("--dtype", choices=DTYPES, default="float32",
                    help="element type of weights, activations and arithmetic (default float32; GPUs train in "
                         "bfloat16, which also halves the memory)")
     p.add_argument("--layers", type=int, required=True, help="layers per rank-stage")
