@@ -17,8 +17,8 @@ no argument about those devices alone can raise that bound.
 Each `--devices` argument is one relaxation: the devices it lists, separated by commas, are
 kept together (default: each device alone). `--counted` adds the memory limit counted at
 each F's start (`zbsolve/solvers/cpsat/counted.py`) on the kept devices. With `--targets`
-each relaxation is asked for a schedule no longer than each target instead of minimised:
-*infeasible* proves the problem's optimum exceeds the target. Makespan objective, no F&B
+each relaxation is held to each target: *infeasible* proves the problem's optimum exceeds
+the target; otherwise it is minimised within the target, as without one. Makespan objective, no F&B
 pairs. Writes DIR/one_device.md and .json.
 """
 

@@ -34,18 +34,19 @@ def test_quick_suite_writes_results(tmp_path):
     assert "| uniform P=4 M=8 1x | 96 |" in (tmp_path / "results.md").read_text()
 
 
-def test_parameter_study_runs_each_setting(tmp_path):
+def test_parameter_study_runs_the_settings_asked(tmp_path):
     # A small instance that reaches CP-SAT (the starting schedule does not meet the bound).
+    # Two of the five settings (each solve is a child process of about 7 s); that every
+    # setting reaches the solver: the test below.
     out = tmp_path / "parameters.md"
+    settings = ["default", "objective shaving"]
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "parameters.py"), "--time-limit", "10", "--workers", "1",
-         "--only", "uniform P=4 M=8 fb_overlap 2.4", "--out", str(out)],
+         "--only", "uniform P=4 M=8 fb_overlap 2.4", "--settings", *settings, "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     rows = [line for line in out.read_text().splitlines() if line.startswith("| uniform P=4 M=8 fb_overlap 2.4 |")]
-    settings = ["default", "no disjunctive precedences", "linearization level 2", "linearization level 0",
-                "objective shaving"]
     assert len(rows) == len(settings)
     for row, setting in zip(rows, settings):
         assert f"| {setting} | 23 | 23 | 0.00% | optimal |" in row
@@ -128,18 +129,17 @@ def test_one_device_relaxation_study_reaches_the_static_bound(tmp_path):
 
 
 def test_two_devices_with_counted_memory_prove_what_one_cannot(tmp_path):
-    # 1.5B V at 0.5x, P=4 M=6: optimum 420.1165 ms, static bound 400.611. Device 3 alone, with
-    # the memory limit counted at each F's start, has a relaxation optimum of 413.1835; kept
-    # together with device 2 it has no schedule within 420, while it must keep one within
-    # 420.2 (the optimal schedule's own), or the relaxation would cut off the optimum.
-    found = _run_study("one_device", tmp_path, "--devices", "3", "2,3", "--counted", "--targets", "420,420.2",
+    # 1.5B V at 0.5x, P=4 M=6: optimum 420.1165 ms (test_optimality), static bound 413.1835.
+    # Device 3 alone, with the memory limit counted at each F's start, has a relaxation
+    # optimum of 413.1835 (within the target, the script minimises); kept together with
+    # device 2 it has no schedule within 420. (That relaxations of several devices keep the
+    # optimum: test_relaxed; here, asking for 420.2 as well found 420.1165 in 23 s.)
+    found = _run_study("one_device", tmp_path, "--devices", "3", "2,3", "--counted", "--targets", "420",
                        instance="zb-1.5b vshape 0.5x P=4 M=6")
-    alone, alone_above, pair, pair_above = found["relaxations"]
-    for row in (alone, alone_above):
-        assert (row["devices"], row["status"]) == ([3], "feasible")
-        assert row["best"] == row["bound"] == pytest.approx(413.1835)
+    alone, pair = found["relaxations"]
+    assert (alone["devices"], alone["status"]) == ([3], "feasible")
+    assert alone["best"] == alone["bound"] == pytest.approx(413.1835)
     assert (pair["devices"], pair["target"], pair["status"]) == ([2, 3], 420, "infeasible")
-    assert pair_above["status"] == "feasible" and 420 < pair_above["best"] <= 420.1165 + 1e-9
     assert "| 2,3 | 72 | 420 | infeasible | - | - |" in (tmp_path / "one_device.md").read_text()
 
 
