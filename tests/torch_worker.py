@@ -36,7 +36,9 @@ def reference(num_stages: int, n_microbatches: int) -> tuple[float, list[list[to
     return total.item(), [[p.grad.clone() for p in layer.parameters()] for layer in layers]
 
 
-def run_rank(rank: int, world: int, schedule_path: str, port: int, out_dir: str) -> None:
+def run_rank(rank: int, world: int, schedule_paths: list[str], port: int, out_dir: str) -> None:
+    """One training step per schedule, in order, in one process group (torch's import is
+    most of a launch); results in OUT_DIR/rank{rank}-{i}.pt for the i-th schedule."""
     from torch.distributed.pipelining import PipelineStage
 
     from zbsolve.schedule_file import read_schedule
@@ -45,22 +47,24 @@ def run_rank(rank: int, world: int, schedule_path: str, port: int, out_dir: str)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}")
     try:
-        schedule = read_schedule(schedule_path)
-        M = schedule.problem.microbatches
-        num_stages = len(schedule.problem.pipes[0].stages)
-        layers = build_layers(num_stages)
-        mine = stages_of_rank(schedule, rank)
-        stages = [PipelineStage(layers[k], k, num_stages, torch.device("cpu")) for k in mine]
-        runtime = pipeline_runtime(schedule, stages, M, loss_fn=loss_fn)
-        x, y = batch(M)
-        losses: list = []
-        args = (x,) if 0 in mine else ()
-        target = y if num_stages - 1 in mine else None
-        runtime.step(*args, target=target, losses=losses)
-        result = {
-            "grads": {k: [p.grad.clone() for p in layers[k].parameters()] for k in mine},
-            "losses": [loss.detach() for loss in losses],
-        }
-        torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+        for i, schedule_path in enumerate(schedule_paths):
+            schedule = read_schedule(schedule_path)
+            M = schedule.problem.microbatches
+            num_stages = len(schedule.problem.pipes[0].stages)
+            layers = build_layers(num_stages)
+            mine = stages_of_rank(schedule, rank)
+            stages = [PipelineStage(layers[k], k, num_stages, torch.device("cpu")) for k in mine]
+            runtime = pipeline_runtime(schedule, stages, M, loss_fn=loss_fn)
+            x, y = batch(M)
+            losses: list = []
+            args = (x,) if 0 in mine else ()
+            target = y if num_stages - 1 in mine else None
+            runtime.step(*args, target=target, losses=losses)
+            result = {
+                "grads": {k: [p.grad.clone() for p in layers[k].parameters()] for k in mine},
+                "losses": [loss.detach() for loss in losses],
+            }
+            torch.save(result, os.path.join(out_dir, f"rank{rank}-{i}.pt"))
+            dist.barrier()  # no message of the next schedule meets one of this one
     finally:
         dist.destroy_process_group()
