@@ -36,7 +36,7 @@ def test_quick_suite_writes_results(tmp_path):
 
 def test_parameter_study_runs_the_settings_asked(tmp_path):
     # A small instance that reaches CP-SAT (the starting schedule does not meet the bound).
-    # Two of the five settings (each solve is a child process of about 7 s); that every
+    # Two of the five settings (each solve is a child process of several seconds); that every
     # setting reaches the solver: the test below.
     out = tmp_path / "parameters.md"
     settings = ["default", "objective shaving"]

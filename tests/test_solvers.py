@@ -65,7 +65,7 @@ def brute_force_makespan(problem):
     per_device = [[op for op in graph.ops() if graph.device(op) == d] for d in range(problem.devices)]
     best = None
     # An order that puts an op before one it depends on, on the same device, deadlocks:
-    # leaving those out (about 1 in 1,000 orders remain) changes nothing but the time.
+    # leaving those out (here 3,600 of 518,400 pairs of orders remain) changes nothing but the time.
     for orders in itertools.product(*(_dependency_orders(graph, ops) for ops in per_device)):
         try:
             s = simulate(graph, [list(o) for o in orders])
