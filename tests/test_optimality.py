@@ -7,8 +7,6 @@ zbsolve would call a worse one optimal; this checks that on random tiny problems
 with F&B pairs against the exhaustive search of tests/brute_force.py.
 """
 
-from pathlib import Path
-
 import pytest
 from brute_force import brute_force_makespan
 from exact_model import plain_solve
@@ -63,18 +61,3 @@ def test_an_optimal_status_with_pairs_matches_exhaustive_search(problem):
     assert solved.metrics.makespan >= best - 1e-6 * max(1.0, best)
     if solved.solver.status == "optimal":
         assert solved.metrics.makespan == pytest.approx(best)
-
-
-def test_the_counted_memory_limit_proves_a_v_shape_optimum():
-    # 1.5B V-shape at 0.5x, P=4 M=6 (144 ops): 300 s of CP-SAT on the cumulative form alone
-    # left it between 400.611 and 420.1165 ms; with the limit also counted at each F's start
-    # (zbsolve/solvers/cpsat/counted.py) the optimum is proven.
-    from zbsolve.placements import build_problem
-    from zbsolve.profiles import load_profile
-
-    profile = load_profile(Path(__file__).resolve().parent.parent / "models" / "zb-1.5b.json")
-    problem = build_problem(4, 6, profile.rank_costs(4), comm=profile.comm, memory="0.5x", placement="vshape",
-                            time_unit=profile.time_unit)
-    solved = solve(problem, "cpsat", time_limit=60, workers=1)
-    assert solved.solver.status == "optimal"
-    assert solved.metrics.makespan == pytest.approx(420.1165)
