@@ -18,8 +18,8 @@ Each `--devices` argument is one relaxation: the devices it lists, separated by 
 kept together (default: each device alone). `--counted` adds the memory limit counted at
 each F's start (`zbsolve/solvers/cpsat/counted.py`) on the kept devices. With `--targets`
 each relaxation is held to each target: *infeasible* proves the problem's optimum exceeds
-the target; otherwise it is minimised within the target, as without one. Makespan objective, no F&B
-pairs. Writes DIR/one_device.md and .json.
+the target; otherwise it is minimised within the target, as without one. Makespan
+objective, no F&B pairs. Writes DIR/one_device.md and .json.
 """
 
 from __future__ import annotations
