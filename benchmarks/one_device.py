@@ -1,7 +1,7 @@
 """How far reasoning about one device, or a few together, can lift the lower bound, by CP-SAT.
 
     python benchmarks/one_device.py INSTANCE [--suite standard] [--devices 0 7 6,7]
-                                    [--counted] [--targets 530,531.5]
+                                    [--counted] [--whole] [--targets 530,531.5]
                                     [--time-limit 180] [--workers 2] [--out benchmarks/one_device]
 
 The relaxation of a set of devices (zbsolve's own, `zbsolve/solvers/cpsat/relaxed.py`, whose
@@ -19,7 +19,14 @@ kept together (default: each device alone). `--counted` adds the memory limit co
 each F's start (`zbsolve/solvers/cpsat/counted.py`) on the kept devices. With `--targets`
 each relaxation is held to each target: *infeasible* proves the problem's optimum exceeds
 the target; otherwise it is minimised within the target, as without one. Makespan
-objective, no F&B pairs. Writes DIR/one_device.md and .json.
+objective, no F&B pairs.
+
+`--whole` relaxes less: zbsolve's whole CP-SAT model (`zbsolve/solvers/cpsat/model.py`)
+with every op, its exact durations and dependencies, memory limits, and F&B pairs, where
+only the devices not kept may run any number of ops at once. Every schedule of the model is
+one of it, so its optimum bounds the model's; its makespan starts, as the model's, at the
+static bound. It also takes F&B pairs, and `--counted` there forces the counted memory form
+on (off without it). Writes DIR/one_device.md and .json.
 """
 
 from __future__ import annotations
@@ -37,21 +44,27 @@ HERE = Path(__file__).resolve().parent
 
 
 def relax(data, paths, devices: list[int], counted: bool, target: int | None, time_limit: float,
-          workers: int) -> dict:
+          workers: int, whole: bool = False) -> dict:
     """Solve the relaxation that keeps `devices` (`paths`: the bounds' `Paths` of `data`;
-    zbsolve's own, `zbsolve/solvers/cpsat/relaxed.py`), with the memory limit also counted
-    at each F's start when `counted`: minimise its makespan, or with a `target` (solver
-    units) ask for a schedule no longer. Its status, best value and proven bound, in problem units."""
+    zbsolve's own, `zbsolve/solvers/cpsat/relaxed.py`; with `whole`, the whole model with
+    only those devices' no-overlap), with the memory limit also counted at each F's start
+    when `counted`: minimise its makespan, or with a `target` (solver units) ask for a
+    schedule no longer. Its status, best value and proven bound, in problem units."""
+    from zbsolve.solvers.cpsat.model import build_model
     from zbsolve.solvers.cpsat.relaxed import relaxation
 
-    model, makespan = relaxation(data, paths, devices, counted)
+    if whole:
+        model, _, makespan, _, _ = build_model(data, counted_memory=counted, one_at_a_time=devices)
+    else:
+        model, makespan = relaxation(data, paths, devices, counted)
     if target is not None:
         model.Add(makespan <= target)
     solver, code, found, seconds = run_cpsat(model, time_limit, workers)
     status = solver.StatusName(code).lower()
     if target is not None and status == "optimal":
         status = "feasible"  # a schedule within the target; its optimum is not the question
-    return {"devices": devices, "counted": counted, "ops": sum(len(data.device_ops[d]) for d in devices),
+    return {"devices": devices, "counted": counted, "whole": whole,
+            "ops": sum(len(data.device_ops[d]) for d in devices),
             "target": None if target is None else data.value(target), "status": status,
             "best": data.value(solver.ObjectiveValue()) if found else None,
             "bound": data.value(solver.BestObjectiveBound()) if found else None,
@@ -63,6 +76,8 @@ def main() -> int:
     parser.add_argument("--devices", nargs="+", help="one relaxation per argument: its devices, separated by commas "
                                                      "(default: each device alone)")
     parser.add_argument("--counted", action="store_true", help="also count memory at each F's start")
+    parser.add_argument("--whole", action="store_true", help="keep every op, exact dependencies and F&B pairs; "
+                                                             "only the other devices' no-overlap is dropped")
     parser.add_argument("--targets", default="", help="ask for schedules no longer than these, separated by commas "
                                                       "(default: minimise)")
     args = parsed(parser)
@@ -73,8 +88,9 @@ def main() -> int:
     problem = chosen_problem(args.suite, args.instance)
     if problem is None:
         return 2
-    if problem.objective != "makespan" or problem.fb_overlap is not None:
-        print(f"{args.instance!r}: only the makespan objective without F&B pairs is relaxed here", file=sys.stderr)
+    if problem.objective != "makespan" or (problem.fb_overlap is not None and not args.whole):
+        print(f"{args.instance!r}: only the makespan objective is relaxed here, F&B pairs only with --whole",
+              file=sys.stderr)
         return 2
     groups = _groups(args.devices, problem.devices)
     targets = positive_values(args.targets)
@@ -86,7 +102,8 @@ def main() -> int:
     static = data.lower_bound()
     per_unit = static / data.value(static)
     settings = {"instance": args.instance, "suite": args.suite, "time_limit_s": args.time_limit,
-                "workers": args.workers, "counted": args.counted, "static_bound": data.value(static),
+                "workers": args.workers, "counted": args.counted, "whole": args.whole,
+                "static_bound": data.value(static),
                 "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
     paths, rows = Paths(data), []  # the longest paths, once for every relaxation
     for devices in groups:
@@ -94,7 +111,7 @@ def main() -> int:
             asked = "" if target is None else f", at most {target:g}"
             print(f"devices {','.join(map(str, devices))}{asked} ...", end=" ", flush=True)
             rows.append(relax(data, paths, devices, args.counted, None if target is None else int(target * per_unit),
-                              args.time_limit, args.workers))
+                              args.time_limit, args.workers, args.whole))
             print(f"{rows[-1]['status']}: best {rows[-1]['best']}, bound {rows[-1]['bound']}", flush=True)
     write_study(args.out, "one_device", {"settings": settings, "relaxations": rows}, report(settings, rows))
     return 0
@@ -117,9 +134,11 @@ def _groups(given: list[str] | None, count: int) -> list[list[int]] | None:
 def report(settings: dict, rows: list[dict]) -> str:
     """The markdown table of the relaxations."""
     memory = "and the memory limit also counted at each F's start" if settings["counted"] else "cumulative memory only"
+    kind = ("the whole model, only the kept devices one op at a time" if settings.get("whole")
+            else "kept devices' ops with the least delays between them")
     lines = [
         f"# Device relaxations of {settings['instance']}", "",
-        f"Suite `{settings['suite']}`, {memory}, CP-SAT, {settings['workers']} worker(s), "
+        f"Suite `{settings['suite']}`, {kind}, {memory}, CP-SAT, {settings['workers']} worker(s), "
         f"{settings['time_limit_s']:g} s per relaxation; {ran_on(settings)}. zbsolve's static bound: "
         f"{fmt(settings['static_bound'])}.", "",
         "*at most*: CP-SAT asked for a relaxation schedule no longer (*infeasible*: proven that none exists, so "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 
 from ortools.sat.python import cp_model
 
@@ -49,10 +50,12 @@ STATUS = {
 }
 
 
-def build_model(data: SolveInput, counted_memory: bool | None = None):
+def build_model(data: SolveInput, counted_memory: bool | None = None, one_at_a_time: Collection[int] | None = None):
     """The model, its start variables, objective and pairs, and how every other variable
     follows from a hinted schedule. `counted_memory` forces the limit's counted form on or
-    off (see `counted`); by default models within its size get it."""
+    off (see `counted`); by default models within its size get it. `one_at_a_time`: the
+    devices that run one op (or pair) at a time, all by default; leaving some out relaxes
+    the model (`benchmarks/one_device.py --whole`)."""
     model = cp_model.CpModel()
     H = data.horizon
     start = {op: model.NewIntVar(data.head[op], H - data.tail[op], f"s{op}") for op in data.ops}
@@ -69,8 +72,9 @@ def build_model(data: SolveInput, counted_memory: bool | None = None):
     for a, b, delay in data.implied:  # memory-implied order: redundant, but CP-SAT does not derive it
         if a.kind != b.kind:
             model.Add(start[b] >= end[a] + delay)
-    for intervals in device_intervals:
-        model.AddNoOverlap(intervals)
+    for d, intervals in enumerate(device_intervals):
+        if one_at_a_time is None or d in one_at_a_time:
+            model.AddNoOverlap(intervals)
     if data.memory_limit is not None:
         add_memory(model, data, start, end, derived)
         terms = planned(data, counted_memory)
