@@ -19,14 +19,14 @@ kept together (default: each device alone). `--counted` adds the memory limit co
 each F's start (`zbsolve/solvers/cpsat/counted.py`) on the kept devices. With `--targets`
 each relaxation is held to each target: *infeasible* proves the problem's optimum exceeds
 the target; otherwise it is minimised within the target, as without one. Makespan
-objective, no F&B pairs.
+objective only; F&B pairs only with `--whole`.
 
 `--whole` relaxes less: zbsolve's whole CP-SAT model (`zbsolve/solvers/cpsat/model.py`)
-with every op, its exact durations and dependencies, memory limits, and F&B pairs, where
+with every op, its exact durations and dependencies, memory limits and F&B pairs, where
 only the devices not kept may run any number of ops at once. Every schedule of the model is
 one of it, so its optimum bounds the model's; its makespan starts, as the model's, at the
-static bound. It also takes F&B pairs, and `--counted` there forces the counted memory form
-on (off without it). Writes DIR/one_device.md and .json.
+static bound. `--counted` there forces the counted memory form on (off without it). The
+*ops* column counts the kept devices' ops in both forms. Writes DIR/one_device.md and .json.
 """
 
 from __future__ import annotations
