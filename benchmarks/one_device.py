@@ -45,11 +45,12 @@ HERE = Path(__file__).resolve().parent
 
 def relax(data, paths, devices: list[int], counted: bool, target: int | None, time_limit: float,
           workers: int, whole: bool = False) -> dict:
-    """Solve the relaxation that keeps `devices` (`paths`: the bounds' `Paths` of `data`;
-    zbsolve's own, `zbsolve/solvers/cpsat/relaxed.py`; with `whole`, the whole model with
-    only those devices' no-overlap), with the memory limit also counted at each F's start
-    when `counted`: minimise its makespan, or with a `target` (solver units) ask for a
-    schedule no longer. Its status, best value and proven bound, in problem units."""
+    """Solve the relaxation that keeps `devices`: zbsolve's own
+    (`zbsolve/solvers/cpsat/relaxed.py`, from `paths`, the bounds' `Paths` of `data`) or,
+    with `whole`, the whole model with only those devices' no-overlap (`paths` None). With
+    the memory limit also counted at each F's start when `counted`: minimise its makespan,
+    or with a `target` (solver units) ask for a schedule no longer. Its status, best value
+    and proven bound, in problem units."""
     from zbsolve.solvers.cpsat.model import build_model
     from zbsolve.solvers.cpsat.relaxed import relaxation
 
@@ -105,7 +106,8 @@ def main() -> int:
                 "workers": args.workers, "counted": args.counted, "whole": args.whole,
                 "static_bound": data.value(static),
                 "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
-    paths, rows = Paths(data), []  # the longest paths, once for every relaxation
+    # The longest paths, once for every relaxation; the whole model needs none.
+    paths, rows = (None if args.whole else Paths(data)), []
     for devices in groups:
         for target in targets or [None]:
             asked = "" if target is None else f", at most {target:g}"
