@@ -1,5 +1,12 @@
-"""The plainest CP-SAT model of DESIGN §4 for tiny problems without F&B pairs: no symmetry
-breaking, no implied edges, no bounds. Tests check zbsolve's lower bounds against it."""
+"""The plainest CP-SAT model of DESIGN §4 for small problems: no symmetry breaking, no
+implied edges, no bounds. Tests (and benchmarks/soundness.py) check zbsolve's lower bounds
+and its `optimal` claims against it.
+
+F&B pairs (§4.4) are offered as every semantics the validator accepts allows: an F with a B
+or a whole backward of another stage on its device; with split backward, a pair with the
+B's own W absorbed (B and W end with the pair) or without it (W runs by itself later)."""
+
+from collections import defaultdict
 
 from ortools.sat.python import cp_model
 
@@ -12,28 +19,47 @@ def plain_optimum(problem, time_limit: float = 60) -> float | None:
     return value if proven else None
 
 
-def plain_solve(problem, time_limit: float) -> tuple[float | None, bool]:
-    """The best makespan (or span) found within the time limit, and whether it was proven optimal."""
+def plain_solve(problem, time_limit: float, workers: int = 2,
+                fixed: dict | None = None) -> tuple[float | None, bool]:
+    """The best makespan (or span) found within the time limit, and whether it was proven optimal
+    (None and True: proven to have no schedule). `fixed`: start times (in the problem's time
+    unit) that these ops must keep, to ask whether this model accepts a given schedule."""
     graph = OpGraph(problem)
-    assert graph.fb_overlap is None
     ops = graph.ops()
-    horizon = sum(graph.duration(op) for op in ops) + 2 * len(ops) * graph.comm
+    split, pair_length = problem.split_backward, graph.fb_overlap
+    horizon = sum(graph.duration(op) for op in ops) + 2 * len(ops) * graph.comm + len(ops) * (pair_length or 0)
     model = cp_model.CpModel()
     start = {op: model.NewIntVar(0, horizon, str(op)) for op in ops}
-    end = {op: start[op] + graph.duration(op) for op in ops}
-    source = {"F": "F", "I": "B" if problem.split_backward else "BW"}
+    end = {op: model.NewIntVar(0, horizon, f"end{op}") for op in ops}
+    for op, at in (fixed or {}).items():
+        model.Add(start[op] == graph.ticks(at))
+    on_device = defaultdict(list)
+    member = defaultdict(list)  # op -> the pair literals it belongs to (a W: those that absorb it)
+    if pair_length is not None:
+        _offer_pairs(model, graph, ops, split, pair_length, start, end, on_device, member)
+    alone = {}
+    for op in ops:
+        alone[op] = model.NewBoolVar(f"alone{op}")
+        model.Add(sum(member[op]) == 0).OnlyEnforceIf(alone[op])
+        model.Add(sum(member[op]) == 1).OnlyEnforceIf(alone[op].Not())
+        model.Add(end[op] == start[op] + graph.duration(op)).OnlyEnforceIf(alone[op])
+        on_device[graph.device(op)].append(
+            model.NewOptionalIntervalVar(start[op], graph.duration(op), end[op], alone[op], f"i{op}"))
+    source = {"F": "F", "I": "B" if split else "BW"}
     for op in ops:
         for (event, q, k, i), delay in graph.requirements(op):
-            model.Add(start[op] >= end[Op(source[event], q, k, i)] + delay)
+            needed = model.Add(start[op] >= end[Op(source[event], q, k, i)] + delay)
+            if op.kind == "W":  # an absorbed W runs inside its own B's pair
+                needed.OnlyEnforceIf(alone[op])
     for d in range(problem.devices):
+        model.AddNoOverlap(on_device[d])
         mine = [op for op in ops if graph.device(op) == d]
-        model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], graph.duration(op), f"i{op}") for op in mine])
         if graph.memory_limit is None:
             continue
         intervals, demands = [], []
         for f in (op for op in mine if op.kind == "F"):
             activation = graph.memory_effect(f)[0]
-            if problem.split_backward:
+            if split:
                 w = Op("W", f.pipe, f.stage, f.microbatch)
                 residual = graph.memory_effect(w)[1]
                 held = [(Op("B", f.pipe, f.stage, f.microbatch), activation - residual), (w, residual)]
@@ -58,9 +84,29 @@ def plain_solve(problem, time_limit: float) -> tuple[float | None, bool]:
             model.Add(value >= last - first)
     model.Minimize(value)
     solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 2
+    solver.parameters.num_workers = workers
     solver.parameters.max_time_in_seconds = time_limit
     status = solver.Solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None, False
+        return None, status == cp_model.INFEASIBLE  # (None, True): proven to have no schedule
     return graph.time(int(solver.ObjectiveValue())), status == cp_model.OPTIMAL
+
+
+def _offer_pairs(model, graph: OpGraph, ops, split: bool, length: int, start, end, on_device, member) -> None:
+    """A literal for each pair a device may run; a chosen pair starts both halves together and
+    ends them (and an absorbed W) `length` later, as one interval on the device."""
+    for f in (op for op in ops if op.kind == "F"):
+        for b in ops:
+            other_stage = (b.pipe, b.stage) != (f.pipe, f.stage)
+            if b.kind not in ("B", "BW") or graph.device(b) != graph.device(f) or not other_stage:
+                continue
+            w = Op("W", b.pipe, b.stage, b.microbatch)
+            for absorbs in ((True, False) if split else (False,)):
+                x = model.NewBoolVar(f"pair{f}{b}{absorbs}")
+                halves = [f, b, w] if absorbs else [f, b]
+                for op in halves:
+                    model.Add(start[op] == start[f]).OnlyEnforceIf(x)
+                    model.Add(end[op] == start[f] + length).OnlyEnforceIf(x)
+                on_device[graph.device(f)].append(model.NewOptionalFixedSizeIntervalVar(start[f], length, x, ""))
+                for op in halves:
+                    member[op].append(x)

@@ -240,6 +240,7 @@ def test_idle_of_one_device_by_phase():
     ("periodic.py", ["zb-1.5b vshape 0.5x", "--workers", "0"], "workers must be an integer >= 1"),
     ("counted_memory.py", ["--time-limit", "-1"], "time limit must be a positive number"),
     ("idle.py", ["zb-1.5b vshape 0.5x", "--workers", "0"], "workers must be an integer >= 1"),
+    ("soundness.py", ["--time-limit", "-1"], "time limit must be a positive number"),
 ])
 def test_bad_solver_options_are_refused_before_anything_is_written(tmp_path, script, options, said):
     # A bad limit used to reach every instance's solve, fail there, and overwrite the results
@@ -367,3 +368,48 @@ def test_worker_study_packs_counts_side_by_side(tmp_path):
                           (["--counts", "1,0"], "worker counts must be integers >= 1")):
         done = subprocess.run([*script, *options, "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and said in done.stderr
+
+
+def test_soundness_study_checks_random_problems_against_the_plain_model(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soundness.py"), "--count", "2", "--seed", "3",
+                           "--time-limit", "5", "--solve-limit", "2", "--workers", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((tmp_path / "soundness.json").read_text())["problems"]
+    assert len(rows) == 2 and not any(r["violations"] for r in rows)
+    for r in rows:  # the same draws every run: seed 3 starts with these
+        assert r["static_bound"] <= r["plain"] + 1e-9 and r["static_bound"] <= r["solved"] + 1e-9
+    assert [(r["placement"], r["P"], r["M"]) for r in rows] == [("single", 4, 6), ("vshape", 4, 2)]
+    assert rows[1]["fb_overlap"] is not None  # a V with F&B pairs
+    table = (tmp_path / "soundness.md").read_text()
+    assert "| static bound above the best plain schedule | 0 |" in table
+    assert all(r["accepted"] for r in rows)  # the plain model takes each of zbsolve's schedules
+
+
+def test_soundness_study_flags_a_bound_above_the_optimum(monkeypatch):
+    from helpers import uniform
+
+    import zbsolve.solvers
+    from benchmarks import soundness
+
+    problem = uniform(2, 2, memory="1x")
+    monkeypatch.setattr(zbsolve.solvers, "lower_bound", lambda problem: 1000.0)
+    row = soundness.check(problem, time_limit=10, solve_limit=2, workers=1)
+    assert row["plain_proven"] and row["plain"] == row["solved"] < 1000 and row["accepted"]
+    assert row["violations"] == ["static"]
+
+
+def test_the_plain_model_accepts_a_valid_schedule_and_rejects_a_broken_one():
+    from exact_model import plain_solve
+    from helpers import uniform
+
+    from benchmarks.soundness import plain_starts
+    from zbsolve.baselines import run_baseline
+
+    problem = uniform(2, 3, memory="1x", F=1, B=1.2, W=0.7)
+    for name in ("zb-h1", "1f1b"):  # B and W apart; fused (read as B, then W straight after)
+        schedule = run_baseline(name, problem)
+        starts = plain_starts(schedule)
+        assert plain_solve(problem, 10, 1, fixed=starts) == (pytest.approx(schedule.metrics.makespan), True)
+        last = max(starts, key=starts.get)
+        assert plain_solve(problem, 10, 1, fixed={**starts, last: 0.0}) == (None, True)  # before its inputs

@@ -4,7 +4,9 @@ import json
 
 import pytest
 from brute_force import brute_force_makespan
-from helpers import uniform
+from exact_model import plain_solve
+from helpers import tiny_pair_problems, uniform
+from hypothesis import given, settings
 
 from zbsolve.baselines import run_baseline
 from zbsolve.export.torch_csv import torch_csv
@@ -55,6 +57,16 @@ def test_solver_matches_brute_force_over_every_pairing(placement, M, costs, comm
     validate(solved)
     assert solved.solver.status == "optimal"
     assert solved.metrics.makespan == pytest.approx(expected)
+    # The plain model that benchmarks/soundness.py checks zbsolve against agrees too.
+    assert plain_solve(problem, time_limit=30, workers=1) == (pytest.approx(expected), True)
+
+
+@settings(max_examples=20, deadline=None)
+@given(tiny_pair_problems())
+def test_the_plain_model_with_pairs_meets_exhaustive_search(problem):
+    # Each pairing semantics the validator accepts (with or without the B's W absorbed) is
+    # offered by tests/exact_model.py; exhaustive search over every order and pairing agrees.
+    assert plain_solve(problem, time_limit=30, workers=1) == (pytest.approx(brute_force_makespan(problem)), True)
 
 
 def test_solved_pairs_survive_the_schedule_file_and_torch_csv():
