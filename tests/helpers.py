@@ -128,7 +128,8 @@ def tiny_pair_problems(draw):
     M = 2 if placement == "bidirectional" or not split else 1
     problem = build_problem(
         2, M, draw(stage_costs(2)), placement=placement, comm=draw(st.sampled_from([0.0, 0.1, 0.5])),
-        memory=draw(st.sampled_from([None, "1x", "1.5x"])), fb_overlap=draw(st.integers(1, 60).map(lambda n: n / 10)),
+        memory=draw(st.sampled_from([None, "0.5x", "0.75x", "1x", "1.5x"])),
+        fb_overlap=draw(st.integers(1, 60).map(lambda n: n / 10)),
         split_backward=split,
     )
     limit = problem.memory_limit

@@ -247,6 +247,19 @@ def test_pair_models_keep_memory_edges_to_one_stage_devices():
     assert memory_edges(2.4) == []
 
 
+def test_the_bound_takes_the_memory_edges_pair_models_leave_out():
+    # Two stages per device at 0.625x (one microbatch's activations of both stages fit, and
+    # one more stage's): the models leave the memory edges out with F&B pairs, the static
+    # bound takes them, and meets the optimum that the plain model proves.
+    problem = uniform(2, 3, F=2, B=1, W=1, placement="interleaved:2", memory="0.625x", fb_overlap=1.5,
+                      split_backward=False)
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    assert not [(a, b) for a, b, _ in data.implied if a.kind != b.kind]
+    assert data.value(bounds.lower_bound(data)) == pytest.approx(12.5)
+    assert bound_of(problem) == pytest.approx(20.0)
+    assert plain_solve(problem, time_limit=60, workers=1) == (pytest.approx(20.0), True)  # ~5 s; 2 workers took longer
+
+
 @pytest.mark.parametrize("objective", ["makespan", "span"])
 def test_a_long_pipeline_bounds_a_sample_of_its_devices(monkeypatch, objective):
     # P = 1000, M = 2 took a minute (ten at span) of bounds before any solving: every device

@@ -60,6 +60,9 @@ class SolveInput:
     progress: Progress | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     _bound: int | None = field(default=None, repr=False)  # lower_bound(), computed once
+    # The same problem with the memory edges the models leave out (see `_memory_edges`), whose
+    # heads and tails only the static bound reads.
+    bound_input: SolveInput | None = field(default=None, repr=False)
 
     def value(self, units: float | None) -> float | None:
         """Solver units to the problem's time unit."""
@@ -167,6 +170,8 @@ class SolveInput:
             from .bounds import lower_bound
 
             self._bound = lower_bound(self)
+            if self.bound_input is not None:
+                self._bound = max(self._bound, self.bound_input.lower_bound())
         return self._bound
 
     def raise_bound(self, units: int) -> None:
@@ -215,7 +220,10 @@ class BackendResult:
     pairs: list[tuple[Op, Op]] = field(default_factory=list)  # (F, B or BW) run as overlapped pairs
 
 
-def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
+def build_input(graph: OpGraph, split: bool, objective: str, every_memory_edge: bool = False) -> SolveInput:
+    """The solvers' view of the problem. `every_memory_edge`: also the memory edges that the
+    models leave out (F&B pairs on devices of several stages, see `_memory_edges`); without
+    it, where such edges exist, `bound_input` holds that view for the static bound."""
     ops = graph.ops(split)
     ticks = [graph.duration(op) for op in ops] + [graph.comm]
     if graph.fb_overlap is not None:
@@ -240,7 +248,7 @@ def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
         horizon=horizon, objective=objective, unit=unit,
         pair_duration=None if graph.fb_overlap is None else graph.fb_overlap // unit,
     )
-    data.implied = _implied_edges(data)
+    data.implied = _implied_edges(data, every_memory_edge)
     # Earliest start and least remaining time, with each op at its shortest (pairs included),
     # along dependencies and the implied edges.
     before = {op: list(predecessors[op]) for op in ops}
@@ -256,10 +264,13 @@ def build_input(graph: OpGraph, split: bool, objective: str) -> SolveInput:
             successors[pred].append((op, delay))
     for op in reversed(topological):
         data.tail[op] = data.shortest(op) + max((d + data.tail[s] for s, d in successors[op]), default=0)
+    if not every_memory_edge and data.memory_limit is not None and any(
+            not _model_takes_memory_edges(data, d) for d in range(len(device_ops))):
+        data.bound_input = build_input(graph, split, objective, every_memory_edge=True)
     return data
 
 
-def _implied_edges(data: SolveInput) -> list[tuple[Op, Op, int]]:
+def _implied_edges(data: SolveInput, every_memory_edge: bool = False) -> list[tuple[Op, Op, int]]:
     """Triples (a, b, delay) with b starting no earlier than a's end plus the delay in some
     optimal schedule.
 
@@ -271,8 +282,17 @@ def _implied_edges(data: SolveInput) -> list[tuple[Op, Op, int]]:
     if data.memory_limit is None:
         return edges
     for d in range(len(data.device_ops)):
-        edges += _memory_edges(data, d)
+        if every_memory_edge or _model_takes_memory_edges(data, d):
+            edges += _memory_edges(data, d)
     return edges
+
+
+def _model_takes_memory_edges(data: SolveInput, d: int) -> bool:
+    """Not with F&B pairs on devices of several stages: there the edges slowed CP-SAT's search
+    (1.5B on DualPipe's placement at 1.125x, seeds 0 and 1: 1058.21 and 1056.99 ms against
+    1050.65 and 1048.55 without them) and moved no bound of that instance. They hold there
+    all the same, and under tighter memory they lift the static bound (`bound_input`)."""
+    return data.pair_duration is None or len(data.forward_chains(d)) <= 1
 
 
 def _memory_edges(data: SolveInput, d: int) -> list[tuple[Op, Op, int]]:
@@ -294,15 +314,9 @@ def _memory_edges(data: SolveInput, d: int) -> list[tuple[Op, Op, int]]:
     j - k's, in order). The delay is the shortest of those ops. On one stage per device at
     0.75x (limit 3 activations, so k = 3) that is a W: the 1.5B bound at P=4 M=16 goes
     from 909.565 to 956.25 ms against an optimum of 1005.06.
-
-    Not with F&B pairs on devices of several stages: there they slowed CP-SAT's search (1.5B
-    on DualPipe's placement at 1.125x, seeds 0 and 1: 1058.21 and 1056.99 ms against
-    1050.65 and 1048.55 without them) and moved no bound.
     """
     backward = "B" if data.split else "BW"
     forwards = data.forward_chains(d)
-    if data.pair_duration is not None and len(forwards) > 1:
-        return []
     limit = data.memory_limit[d]
     upto: dict[tuple[int, int], int] = {}  # (pipe, x) -> S_x, while every stage up to x holds memory
     for pipe in {q for q, _ in forwards}:
