@@ -30,26 +30,30 @@ def plain_solve(problem, time_limit: float, workers: int = 2,
     horizon = sum(graph.duration(op) for op in ops) + 2 * len(ops) * graph.comm + len(ops) * (pair_length or 0)
     model = cp_model.CpModel()
     start = {op: model.NewIntVar(0, horizon, str(op)) for op in ops}
-    end = {op: model.NewIntVar(0, horizon, f"end{op}") for op in ops}
     for op, at in (fixed or {}).items():
         model.Add(start[op] == graph.ticks(at))
     on_device = defaultdict(list)
-    member = defaultdict(list)  # op -> the pair literals it belongs to (a W: those that absorb it)
-    if pair_length is not None:
-        _offer_pairs(model, graph, ops, split, pair_length, start, end, on_device, member)
     alone = {}
-    for op in ops:
-        alone[op] = model.NewBoolVar(f"alone{op}")
-        model.Add(sum(member[op]) == 0).OnlyEnforceIf(alone[op])
-        model.Add(sum(member[op]) == 1).OnlyEnforceIf(alone[op].Not())
-        model.Add(end[op] == start[op] + graph.duration(op)).OnlyEnforceIf(alone[op])
-        on_device[graph.device(op)].append(
-            model.NewOptionalIntervalVar(start[op], graph.duration(op), end[op], alone[op], f"i{op}"))
+    if pair_length is None:  # every op runs by itself: the plainest form
+        end = {op: start[op] + graph.duration(op) for op in ops}
+        for op in ops:
+            on_device[graph.device(op)].append(model.NewFixedSizeIntervalVar(start[op], graph.duration(op), f"i{op}"))
+    else:
+        end = {op: model.NewIntVar(0, horizon, f"end{op}") for op in ops}
+        member = defaultdict(list)  # op -> the pair literals it belongs to (a W: those that absorb it)
+        _offer_pairs(model, graph, ops, split, pair_length, start, end, on_device, member)
+        for op in ops:
+            alone[op] = model.NewBoolVar(f"alone{op}")
+            model.Add(sum(member[op]) == 0).OnlyEnforceIf(alone[op])
+            model.Add(sum(member[op]) == 1).OnlyEnforceIf(alone[op].Not())
+            model.Add(end[op] == start[op] + graph.duration(op)).OnlyEnforceIf(alone[op])
+            on_device[graph.device(op)].append(
+                model.NewOptionalIntervalVar(start[op], graph.duration(op), end[op], alone[op], f"i{op}"))
     source = {"F": "F", "I": "B" if split else "BW"}
     for op in ops:
         for (event, q, k, i), delay in graph.requirements(op):
             needed = model.Add(start[op] >= end[Op(source[event], q, k, i)] + delay)
-            if op.kind == "W":  # an absorbed W runs inside its own B's pair
+            if op.kind == "W" and pair_length is not None:  # an absorbed W runs inside its own B's pair
                 needed.OnlyEnforceIf(alone[op])
     for d in range(problem.devices):
         model.AddNoOverlap(on_device[d])

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from zbsolve.ops import Op, OpGraph
 from zbsolve.placements import build_problem
+from zbsolve.problem import StageCost
 from zbsolve.solvers import bounds
 from zbsolve.solvers.base import build_input
 
@@ -258,6 +259,24 @@ def test_the_bound_takes_the_memory_edges_pair_models_leave_out():
     assert data.value(bounds.lower_bound(data)) == pytest.approx(12.5)
     assert bound_of(problem) == pytest.approx(20.0)
     assert plain_solve(problem, time_limit=60, workers=1) == (pytest.approx(20.0), True)  # ~5 s; 2 workers took longer
+
+
+def test_stays_that_memory_keeps_apart_bound_the_span():
+    # DualPipe's placement on 2 devices, limit 5 with activations 3 and 4: no two microbatches,
+    # of either pipe, fit on a device together. Device 0's stays: pipe 0's microbatches 0.6 +
+    # 0.5 + 0.1 + 5.2 + 0.5 + 2.1 = 9.0 each, pipe 1's 0.1 + 5.2 = 5.3 each, 28.6 in all; the
+    # bound was 18.0 (benchmarks/soundness.py, problem 196), the optimum 31.6.
+    costs = [StageCost(0.6, 0.3, 1.8, 3, 1.2), StageCost(0.1, 2.6, 2.6, 4, 4.0)]
+    problem = build_problem(2, 4, costs, placement="bidirectional", comm=0.5, memory="0.625x",
+                            split_backward=False, objective="span")
+    assert problem.memory_limit == (5.0, 5.0)
+    assert bound_of(problem) == pytest.approx(28.6)
+    assert plain_solve(problem, time_limit=60, workers=1) == (pytest.approx(31.6), True)
+    makespan = build_problem(2, 4, costs, placement="bidirectional", comm=0.5, memory="0.625x",
+                             split_backward=False)
+    data = build_input(OpGraph(makespan), makespan.split_backward, makespan.objective)
+    assert data.value(bounds.stays_bound(data, data.device_ops[0])) >= 28.6
+    assert bound_of(makespan) <= plain_solve(makespan, time_limit=60, workers=1)[0] + 1e-9
 
 
 @pytest.mark.parametrize("objective", ["makespan", "span"])

@@ -86,15 +86,15 @@ def _pair_count_bound(data: SolveInput, ops: list[Op], head: dict, tail: dict, f
         jobs = [(release, data.pair_duration, needed)] * k
         for group in jobs_of:
             jobs += group[:max(0, len(group) - k)]
-        best = min(best, max(full - saving, _jackson_jobs(jobs)))
+        best = min(best, max(full - saving, jackson_jobs(jobs)))
     return best
 
 
 def _jackson(data: SolveInput, ops: list[Op], head: dict, tail: dict, duration: dict) -> int:
-    return _jackson_jobs([(head[op], duration[op], tail[op] - data.shortest(op)) for op in ops])
+    return jackson_jobs([(head[op], duration[op], tail[op] - data.shortest(op)) for op in ops])
 
 
-def _jackson_jobs(jobs: list[tuple[int, int, int]]) -> int:
+def jackson_jobs(jobs: list[tuple[int, int, int]]) -> int:
     """Jackson's preemptive schedule of (release, length, time needed after the end) jobs."""
     jobs = sorted(jobs)
     available: list[tuple[int, int]] = []  # (-tail, remaining time)
