@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from zbsolve.ops import Op
 
 from .jackson import jackson_jobs
+from .paths import microbatch_reach
 
 if TYPE_CHECKING:
     from zbsolve.solvers.base import SolveInput
@@ -33,22 +34,13 @@ def stays_bound(data: SolveInput, ops: list[Op]) -> int:
     if len(forwards) < 2 or len(owners) < len(forwards):
         return 0
     backward = "B" if data.split else "BW"
+    least_stay: dict[tuple[int, int], int] = {}  # per stage: microbatches are identical
     jobs = []
     for f in forwards:
         b = Op(backward, f.pipe, f.stage, f.microbatch)
-        jobs.append((data.head[f], _least_stay(data, f, b), data.tail[b] - data.shortest(b)))
+        if (f.pipe, f.stage) not in least_stay:  # from the F's start to its backward's end
+            least_stay[f.pipe, f.stage] = microbatch_reach(data, f)[b] + data.shortest(b)
+        jobs.append((data.head[f], least_stay[f.pipe, f.stage], data.tail[b] - data.shortest(b)))
     if data.objective == "span":
         return sum(length for _, length, _ in jobs)
     return jackson_jobs(jobs)
-
-
-def _least_stay(data: SolveInput, forward: Op, backward: Op) -> int:
-    """The least time from the F's start to its backward's end: back from the backward along
-    its one dependency (the next stage's backward, or the last stage's F, then each F's
-    previous F) to the F, each op at its shortest."""
-    length, op = data.shortest(backward), backward
-    while op != forward:
-        (before, delay), = data.predecessors[op]
-        length += delay + data.shortest(before)
-        op = before
-    return length
