@@ -378,7 +378,8 @@ def test_soundness_study_checks_random_problems_against_the_plain_model(tmp_path
     rows = json.loads((tmp_path / "soundness.json").read_text())["problems"]
     assert len(rows) == 2 and not any(r["violations"] for r in rows)
     for r in rows:  # the same draws every run: seed 3 starts with these
-        assert r["static_bound"] <= r["plain"] + 1e-9 and r["static_bound"] <= r["solved"] + 1e-9
+        # `best`, not the plain search's own value: under load its 5 s may find nothing
+        assert r["static_bound"] <= r["best"] + 1e-9 and r["static_bound"] <= r["solved"] + 1e-9
     assert [(r["placement"], r["P"], r["M"]) for r in rows] == [("single", 4, 6), ("vshape", 4, 2)]
     assert rows[1]["fb_overlap"] is not None  # a V with F&B pairs
     table = (tmp_path / "soundness.md").read_text()
