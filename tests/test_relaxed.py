@@ -13,7 +13,9 @@ from zbsolve.profiles import load_profile
 from zbsolve.solvers import minimum_memory, solve
 from zbsolve.solvers.base import build_input
 from zbsolve.solvers.bounds import Paths
+from zbsolve.solvers.cpsat import model as cpsat_model
 from zbsolve.solvers.cpsat import relaxed
+from zbsolve.validate import validate
 
 
 def _input(problem):
@@ -132,10 +134,48 @@ def test_only_the_makespan_under_a_memory_limit_without_pairs_is_relaxed():
     assert not relaxed.eligible(_input(zb_1_5b(8, 24, "vshape", "0.5x")))  # 1,152 ops
 
 
-def test_a_solve_reports_the_bound_of_the_relaxation():
-    # 1.5B interleaved:2 at half memory, P=4 M=8, one worker (deterministic): the solve proves
-    # 571.726 ms optimal, and its bound came through device 0's relaxation first.
+def test_a_solve_reports_the_bound_of_the_relaxation(monkeypatch):
+    # 1.5B interleaved:2 at half memory, P=4 M=8, one worker (deterministic): without the
+    # short search of the whole model first (which proves it by itself, below), the solve
+    # proves 571.726 ms optimal with its bound through device 0's relaxation first.
+    monkeypatch.setattr(cpsat_model, "PROBE_UP_TO_OPS", 0)
     solved = solve(zb_1_5b(4, 8, "interleaved:2", "0.5x"), "cpsat", time_limit=20, workers=1)
     assert solved.solver.status == "optimal"
     assert solved.value == pytest.approx(571.726)
     assert "relaxation" in solved.solver.message
+
+
+def test_small_models_are_searched_whole_before_the_bound_phase(monkeypatch):
+    # The same problem (192 ops) is proven by the short search alone: the bound phase, which
+    # would take its share of the limit first, never runs.
+    def no_phase(*args, **kwargs):
+        raise AssertionError("the bound phase ran")
+
+    monkeypatch.setattr(relaxed, "raise_bound", no_phase)
+    solved = solve(zb_1_5b(4, 8, "interleaved:2", "0.5x"), "cpsat", time_limit=20, workers=1)
+    assert (solved.solver.status, solved.solver.message) == ("optimal", "proven by a short search of the whole model")
+    assert solved.value == pytest.approx(571.726)
+    validate(solved)
+
+
+def test_a_short_search_that_proves_nothing_hands_on_its_schedule(monkeypatch):
+    # 1.5B on DualPipe's placement at 1x, P=4 M=6 (144 ops, one worker, 2 units): the short
+    # search finds a better schedule than the starting one (332.768 against 333.204 ms)
+    # without a proof; it becomes the hint and the objective to beat of what follows, which
+    # proves 296.774 optimal.
+    found = []
+
+    def recorded(data, *args):
+        starting = data.incumbent
+        result, spent = probe(data, *args)
+        assert result.status == "feasible" and result.objective < starting
+        assert (data.incumbent, data.hint) == (result.objective, result.starts)
+        found.append(data.value(result.objective))
+        return result, spent
+
+    probe = cpsat_model._probe
+    monkeypatch.setattr(cpsat_model, "_probe", recorded)
+    solved = solve(zb_1_5b(4, 6, "bidirectional", "1x"), "cpsat", time_limit=2, workers=1)
+    assert found == [pytest.approx(332.768)]
+    assert (solved.solver.status, solved.value) == ("optimal", pytest.approx(296.774))
+    validate(solved)
