@@ -35,7 +35,7 @@ PAIR_PROBING_WORK = 0.1
 # Small models where the bound phase runs get a short search of the whole model first. One
 # worker (deterministic), 30 units: 1.5B V-shape 0.5x P=4 M=4 and M=6 (96 and 144 ops) were
 # proven by the whole model in 0.35 and 1.5 s, after the bound phase had spent 14 s raising
-# nothing; with this search first, in 0.5 and 1.5 s. Up to 400 ops, the sizes that must be
+# nothing; with this search first, in 0.55 and 1.55 s. Up to 400 ops, the sizes that must be
 # proven: on the four 576-op benchmark instances where it would run (2 workers, 60 s, seed 0)
 # it proved nothing within its share and the schedules moved both ways (1.5B 1.25x 1239.04
 # against 1236.63 ms; DualPipe's placement at 1x, 1.5B 1167.33 against 1173.96, 6.2B
