@@ -244,11 +244,8 @@ def solve(
     if warm is not None:
         hint, data.hint_pairs = _hint_from(warm, data)
         data.hint = hint or None
-        # Only a better schedule is of use: the starting one bounds the objective, and for the
-        # makespan every op's end. Narrow domains propagate far faster in large models.
-        data.incumbent = -(-graph.ticks(warm.value) // data.unit)
-        if data.objective == "makespan":
-            data.horizon = min(data.horizon, data.incumbent)
+        # Only a better schedule is of use: the starting one bounds the objective.
+        data.take_incumbent(-(-graph.ticks(warm.value) // data.unit))
     budget = data
     if not data.deterministic:  # the limit covers the whole solve, starting schedules included
         budget = replace(data, time_limit=max(MIN_BACKEND_S, time_limit - (time.monotonic() - began)))

@@ -178,6 +178,13 @@ class SolveInput:
         """What a backend proved beyond `lower_bound()`, for the models it builds afterwards."""
         self._bound = max(self.lower_bound(), units)
 
+    def take_incumbent(self, units: int) -> None:
+        """A schedule of objective `units` is known: only one no worse is wanted, and for the
+        makespan every op ends by then (narrow domains propagate far faster in large models)."""
+        self.incumbent = units
+        if self.objective == "makespan":
+            self.horizon = min(self.horizon, units)
+
     def forward_chains(self, device: int) -> Mapping[tuple[int, int], list[Op]]:
         """The F's of each stage on `device`, in microbatch order, by (pipe, stage); a
         read-only view of the index, which the bounds ask for once per device or more."""

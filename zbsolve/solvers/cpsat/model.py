@@ -246,7 +246,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         message = f"window search: {improved} improvement(s) in {steps} steps"
         if improved:
             starts, value, status = found, data.objective_of(found), "feasible"
-    if probed is not None and (value is None or probed.objective < value):
+    if starts is None and probed is not None:  # what follows the short search looks only for better
         starts, value, status, chosen = probed.starts, probed.objective, "feasible", []
     interrupted = data.stop.is_set() and status != "optimal"
     if raised is not None:
@@ -264,7 +264,7 @@ def _probe(data: SolveInput, t0: float, deadline: float) -> tuple[BackendResult 
     model, start, pairs = _hinted_model(data)
     solver = _solver(data, PROBE_SHARE * data.time_limit, deadline)
     code = _run(data, solver, model, _Progress(data, start, pairs, t0=t0))
-    spent = solver.ResponseProto().deterministic_time if data.deterministic else solver.WallTime()
+    spent = _spent(data, solver)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, spent
     starts, value = {op: solver.Value(var) for op, var in start.items()}, int(solver.ObjectiveValue())
@@ -273,9 +273,8 @@ def _probe(data: SolveInput, t0: float, deadline: float) -> tuple[BackendResult 
                              message="proven by a short search of the whole model"), spent
     data.raise_bound(int(solver.BestObjectiveBound()))
     if data.incumbent is None or value < data.incumbent:
-        data.hint, data.incumbent = starts, value
-        if data.objective == "makespan":
-            data.horizon = min(data.horizon, value)
+        data.hint = starts
+        data.take_incumbent(value)
     return BackendResult("feasible", starts, value, None, spent), spent
 
 
@@ -289,7 +288,7 @@ def _raise_bound(data: SolveInput, t0: float, deadline: float) -> tuple[int | No
     def ask(model: cp_model.CpModel, limit: float) -> tuple[int, float]:
         solver = _limited(data, limit, deadline)
         code = _run(data, solver, model, None)
-        return code, solver.ResponseProto().deterministic_time if data.deterministic else solver.WallTime()
+        return code, _spent(data, solver)
 
     def progress(proven: int) -> None:
         if data.progress:
@@ -332,6 +331,11 @@ def _limited(data: SolveInput, limit: float, deadline: float | None = None) -> c
     return solver
 
 
+def _spent(data: SolveInput, solver: cp_model.CpSolver) -> float:
+    """What a finished search used of its limit: work units when deterministic, else seconds."""
+    return solver.ResponseProto().deterministic_time if data.deterministic else solver.WallTime()
+
+
 def _clock_deadline(limit: float) -> float:
     return time.monotonic() + CLOCK_BACKSTOP * limit + CLOCK_SLACK_S
 
@@ -362,7 +366,7 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     solver = _solver(data, limit, deadline)
     solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
     code = _run(data, solver, model, _Progress(data, start, pairs, bounds=False))
-    spent = solver.ResponseProto().deterministic_time if data.deterministic else solver.WallTime()
+    spent = _spent(data, solver)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return BackendResult("unknown", None, None, None, spent)
     starts = {op: solver.Value(var) for op, var in start.items()}
