@@ -32,6 +32,22 @@ def test_quick_suite_writes_results(tmp_path):
     uniform = next(r for r in rows if r["instance"] == "uniform P=4 M=8 1x")
     assert (uniform["solved"], uniform["status"], uniform["ops"]) == (27, "optimal", 96)
     assert "| uniform P=4 M=8 1x | 96 |" in (tmp_path / "results.md").read_text()
+    # The machine's speed then, from fixed work, beside its description.
+    reference = results["settings"]["speed_reference"]
+    assert set(reference) == {"python_s", "cpsat_s"} and min(reference.values()) > 0
+    table = (tmp_path / "results.md").read_text()
+    assert f"; speed reference: {reference['python_s']:g} s of fixed Python work" in table
+    # A rerun of some rows says when and at what speed it ran, beside the first run's.
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--suite", "quick", "--time-limit", "3",
+         "--workers", "1", "--only", "uniform P=4 M=8 1x", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rerun = json.loads((tmp_path / "results.json").read_text())["settings"]
+    assert rerun["speed_reference"] == reference and len(rerun["rerun"]) == 1
+    assert rerun["rerun"][0].endswith(" best of 3 (a slower machine gives more)): uniform P=4 M=8 1x")
+    assert f"; rerun {rerun['rerun'][0]}." in (tmp_path / "results.md").read_text()
 
 
 def test_parameter_study_runs_the_settings_asked(tmp_path):
