@@ -1,13 +1,15 @@
 """Benchmark zbsolve's solver on instance families and write results.md and results.json.
 
     python benchmarks/run.py [--suite standard|quick|bound-gap|vshape-memory] [--time-limit 60] [--workers 2]
-                             [--solver cpsat] [--no-scaling] [--out benchmarks]
+                             [--solver cpsat] [--no-scaling] [--out benchmarks] [--only TEXT]
 
 Each instance runs in a fresh process, so its peak memory is its own. Per instance: ops
 count, the best hand-made schedule within the memory limit and its value, the solved
 value, the lower bound, the gap, the status, the time to the first and to the best
 solution, and the process's peak resident memory. The scaling part measures model build
-time and memory against ops count.
+time and memory against ops count. Each run, and each --only rerun, first times fixed work
+(the speed reference), so that results taken on machines of one description but of
+different speed can be told apart.
 """
 
 from __future__ import annotations
