@@ -9,7 +9,7 @@ value, the lower bound, the gap, the status, the time to the first and to the be
 solution, and the process's peak resident memory. The scaling part measures model build
 time and memory against ops count. Each run, and each --only rerun, first times fixed work
 (the speed reference), so that results taken on machines of one description but of
-different speed can be told apart.
+different speed can be told apart; a rerun warns when its speed is far from the earlier run's.
 """
 
 from __future__ import annotations
@@ -180,6 +180,26 @@ def reference_text(reference: dict) -> str:
             f"worker), best of {REFERENCE_REPEATS} (a slower machine gives more)")
 
 
+# Both measures must differ by more than this, the same way, before runs are called apart:
+# three calls in a row here gave 0.312 to 0.463 s (Python) and 0.602 to 0.850 s (CP-SAT).
+SPEED_APART = 1.5
+
+
+def speed_apart(earlier: dict | None, now: dict | None) -> str | None:
+    """What says a rerun ran at another speed than the run it joins, if it did."""
+    if not earlier or not now:
+        return None
+    ratios = [now[key] / earlier[key] for key in ("python_s", "cpsat_s") if earlier.get(key) and now.get(key)]
+    if len(ratios) < 2:
+        return None
+    slower, faster = min(ratios), 1 / max(ratios)
+    if slower > SPEED_APART:
+        return f"this machine ran the fixed work {slower:.2g} times slower than the earlier run's"
+    if faster > SPEED_APART:
+        return f"this machine ran the fixed work {faster:.2g} times faster than the earlier run's"
+    return None
+
+
 def in_child(function, *args) -> dict:
     """Run in a fresh process; a crash or an error is recorded, not raised."""
     context = multiprocessing.get_context("spawn")
@@ -348,6 +368,10 @@ def _rerun(args, out: Path, settings: dict, instances) -> int:
         print(f"--only: no instance name contains {args.only!r}", file=sys.stderr)
         return 2
     _measure_speed(settings)
+    apart = speed_apart(earlier["settings"].get("speed_reference"), settings.get("speed_reference"))
+    if apart:
+        print(f"--only: warning: {apart}; the rows it replaces were measured at another speed than the "
+              "rows it keeps", file=sys.stderr)
     for index, instance in chosen:
         rows[instance.name] = _run_one(args, index, instance, len(instances))
     kept = earlier["settings"]

@@ -37,17 +37,35 @@ def test_quick_suite_writes_results(tmp_path):
     assert set(reference) == {"python_s", "cpsat_s"} and min(reference.values()) > 0
     table = (tmp_path / "results.md").read_text()
     assert f"; speed reference: {reference['python_s']:g} s of fixed Python work" in table
-    # A rerun of some rows says when and at what speed it ran, beside the first run's.
+    # A rerun of some rows says when and at what speed it ran, beside the first run's, and
+    # warns when that speed is far from the first run's (whose figures are made 100 times smaller here).
+    results["settings"]["speed_reference"] = reference = {key: value / 100 for key, value in reference.items()}
+    (tmp_path / "results.json").write_text(json.dumps(results))
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--suite", "quick", "--time-limit", "3",
          "--workers", "1", "--only", "uniform P=4 M=8 1x", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
+    assert "--only: warning: this machine ran the fixed work" in done.stderr and "times slower" in done.stderr
     rerun = json.loads((tmp_path / "results.json").read_text())["settings"]
     assert rerun["speed_reference"] == reference and len(rerun["rerun"]) == 1
     assert rerun["rerun"][0].endswith(" best of 3 (a slower machine gives more)): uniform P=4 M=8 1x")
     assert f"; rerun {rerun['rerun'][0]}." in (tmp_path / "results.md").read_text()
+
+
+def test_runs_are_called_apart_only_when_both_speed_measures_differ_the_same_way(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.run import speed_apart
+
+    earlier = {"python_s": 0.4, "cpsat_s": 0.6}
+    assert speed_apart(earlier, {"python_s": 0.9, "cpsat_s": 1.3}) == (
+        "this machine ran the fixed work 2.2 times slower than the earlier run's")
+    assert speed_apart(earlier, {"python_s": 0.2, "cpsat_s": 0.3}) == (
+        "this machine ran the fixed work 2 times faster than the earlier run's")
+    assert speed_apart(earlier, {"python_s": 0.9, "cpsat_s": 0.7}) is None  # one measure alone: noise
+    assert speed_apart(earlier, {"python_s": 0.9, "cpsat_s": 0.2}) is None  # opposite ways
+    assert speed_apart(None, earlier) is None and speed_apart(earlier, None) is None  # older result files
 
 
 def test_parameter_study_runs_the_settings_asked(tmp_path):
