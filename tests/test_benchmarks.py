@@ -56,7 +56,7 @@ def test_quick_suite_writes_results(tmp_path):
 
 def test_runs_are_called_apart_only_when_both_speed_measures_differ_the_same_way(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
-    from benchmarks.run import speed_apart
+    from benchmarks.speed import speed_apart
 
     earlier = {"python_s": 0.4, "cpsat_s": 0.6}
     assert speed_apart(earlier, {"python_s": 0.9, "cpsat_s": 1.3}) == (
