@@ -31,11 +31,11 @@ def test_quick_suite_writes_results(tmp_path):
         assert r["bound"] <= r["solved"] + 1e-9 and r["peak_rss_mb"] > 0
     uniform = next(r for r in rows if r["instance"] == "uniform P=4 M=8 1x")
     assert (uniform["solved"], uniform["status"], uniform["ops"]) == (27, "optimal", 96)
-    assert "| uniform P=4 M=8 1x | 96 |" in (tmp_path / "results.md").read_text()
+    table = (tmp_path / "results.md").read_text()
+    assert "| uniform P=4 M=8 1x | 96 |" in table
     # The machine's speed then, from fixed work, beside its description.
     reference = results["settings"]["speed_reference"]
     assert set(reference) == {"python_s", "cpsat_s"} and min(reference.values()) > 0
-    table = (tmp_path / "results.md").read_text()
     assert f"; speed reference: {reference['python_s']:g} s of fixed Python work" in table
     # A rerun of some rows says when and at what speed it ran, beside the first run's, and
     # warns when that speed is far from the first run's (whose figures are made 100 times smaller here).
