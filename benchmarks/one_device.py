@@ -1,7 +1,7 @@
 """How far reasoning about one device, or a few together, can lift the lower bound, by CP-SAT.
 
     python benchmarks/one_device.py INSTANCE [--suite standard] [--devices 0 7 6,7]
-                                    [--counted] [--whole] [--targets 530,531.5]
+                                    [--counted] [--whole | --trips] [--targets 530,531.5]
                                     [--time-limit 180] [--workers 2] [--out benchmarks/one_device]
 
 The relaxation of a set of devices (zbsolve's own, `zbsolve/solvers/cpsat/relaxed.py`, whose
@@ -25,8 +25,14 @@ objective only; F&B pairs only with `--whole`.
 with every op, its exact durations and dependencies, memory limits and F&B pairs, where
 only the devices not kept may run any number of ops at once. Every schedule of the model is
 one of it, so its optimum bounds the model's; its makespan starts, as the model's, at the
-static bound. `--counted` there forces the counted memory form on (off without it). The
-*ops* column counts the kept devices' ops in both forms. Writes DIR/one_device.md and .json.
+static bound. `--counted` there forces the counted memory form on (off without it).
+
+`--trips` relaxes less in another way: the kept devices' relaxation also keeps, on the other
+devices, the F and backward ops of the stages a microbatch crosses after its first stage on a
+kept device (`relaxed.trip_ops`), one at a time on their devices, under no memory limit. A
+microbatch's activation there waits for that trip, and on a V the trips of microbatches in
+flight together contend for the same devices; the kept devices' relaxation alone sees none of
+it. The *ops* column counts the kept ops in every form. Writes DIR/one_device.md and .json.
 """
 
 from __future__ import annotations
@@ -44,28 +50,30 @@ HERE = Path(__file__).resolve().parent
 
 
 def relax(data, paths, devices: list[int], counted: bool, target: int | None, time_limit: float,
-          workers: int, whole: bool = False) -> dict:
+          workers: int, whole: bool = False, trips: bool = False) -> dict:
     """Solve the relaxation that keeps `devices`: zbsolve's own
     (`zbsolve/solvers/cpsat/relaxed.py`, from `paths`, the bounds' `Paths` of `data`) or,
     with `whole`, the whole model with only those devices' no-overlap (`paths` None). With
     the memory limit also counted at each F's start when `counted`: minimise its makespan,
-    or with a `target` (solver units) ask for a schedule no longer. Its status, best value
-    and proven bound, in problem units."""
+    or with a `target` (solver units) ask for a schedule no longer. With `trips`, the ops of
+    the trips from the kept devices are kept too. Its status, best value and proven bound, in
+    problem units."""
     from zbsolve.solvers.cpsat.model import build_model
-    from zbsolve.solvers.cpsat.relaxed import relaxation
+    from zbsolve.solvers.cpsat.relaxed import relaxation, trip_ops
 
+    crossed = trip_ops(data, devices) if trips else []
     if whole:
         model, _, makespan, _, _ = build_model(data, counted_memory=counted, one_at_a_time=devices)
     else:
-        model, makespan = relaxation(data, paths, devices, counted)
+        model, makespan = relaxation(data, paths, devices, counted, crossed=crossed)
     if target is not None:
         model.Add(makespan <= target)
     solver, code, found, seconds = run_cpsat(model, time_limit, workers)
     status = solver.StatusName(code).lower()
     if target is not None and status == "optimal":
         status = "feasible"  # a schedule within the target; its optimum is not the question
-    return {"devices": devices, "counted": counted, "whole": whole,
-            "ops": sum(len(data.device_ops[d]) for d in devices),
+    return {"devices": devices, "counted": counted, "whole": whole, "trips": trips,
+            "ops": sum(len(data.device_ops[d]) for d in devices) + len(crossed),
             "target": None if target is None else data.value(target), "status": status,
             "best": data.value(solver.ObjectiveValue()) if found else None,
             "bound": data.value(solver.BestObjectiveBound()) if found else None,
@@ -77,8 +85,12 @@ def main() -> int:
     parser.add_argument("--devices", nargs="+", help="one relaxation per argument: its devices, separated by commas "
                                                      "(default: each device alone)")
     parser.add_argument("--counted", action="store_true", help="also count memory at each F's start")
-    parser.add_argument("--whole", action="store_true", help="keep every op, exact dependencies and F&B pairs; "
-                                                             "only the other devices' no-overlap is dropped")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--whole", action="store_true", help="keep every op, exact dependencies and F&B pairs; "
+                                                           "only the other devices' no-overlap is dropped")
+    kind.add_argument("--trips", action="store_true", help="also keep the F and backward ops of the stages a "
+                                                           "microbatch crosses after its first stage on a kept "
+                                                           "device, without their memory limit")
     parser.add_argument("--targets", default="", help="ask for schedules no longer than these, separated by commas "
                                                       "(default: minimise)")
     args = parsed(parser)
@@ -103,7 +115,7 @@ def main() -> int:
     static = data.lower_bound()
     per_unit = static / data.value(static)
     settings = {"instance": args.instance, "suite": args.suite, "time_limit_s": args.time_limit,
-                "workers": args.workers, "counted": args.counted, "whole": args.whole,
+                "workers": args.workers, "counted": args.counted, "whole": args.whole, "trips": args.trips,
                 "static_bound": data.value(static),
                 "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
     # The longest paths, once for every relaxation; the whole model needs none.
@@ -113,7 +125,7 @@ def main() -> int:
             asked = "" if target is None else f", at most {target:g}"
             print(f"devices {','.join(map(str, devices))}{asked} ...", end=" ", flush=True)
             rows.append(relax(data, paths, devices, args.counted, None if target is None else int(target * per_unit),
-                              args.time_limit, args.workers, args.whole))
+                              args.time_limit, args.workers, args.whole, args.trips))
             print(f"{rows[-1]['status']}: best {rows[-1]['best']}, bound {rows[-1]['bound']}", flush=True)
     write_study(args.out, "one_device", {"settings": settings, "relaxations": rows}, report(settings, rows))
     return 0
@@ -137,6 +149,8 @@ def report(settings: dict, rows: list[dict]) -> str:
     """The markdown table of the relaxations."""
     memory = "and the memory limit also counted at each F's start" if settings["counted"] else "cumulative memory only"
     kind = ("the whole model, only the kept devices one op at a time" if settings.get("whole")
+            else "kept devices' ops and the F and backward ops of their microbatches' trips (no memory limit "
+            "there) with the least delays between them" if settings.get("trips")
             else "kept devices' ops with the least delays between them")
     lines = [
         f"# Device relaxations of {settings['instance']}", "",

@@ -178,6 +178,20 @@ def test_two_devices_with_counted_memory_prove_what_one_cannot(tmp_path):
     assert "| 2,3 | 72 | 420 | infeasible | - | - |" in (tmp_path / "one_device.md").read_text()
 
 
+def test_a_device_with_its_microbatches_trips_proves_what_it_cannot_alone(tmp_path):
+    # The same instance as above: device 3 alone minimises to the static bound, 413.1835; with
+    # the F and B ops of stages 5 to 7 on devices 2 to 0 (the trip its microbatches make
+    # between its F and its B of stage 4) it has no schedule within 420 (minimised, 2
+    # workers: 420.1165, the optimum, proven in 8 s).
+    found = _run_study("one_device", tmp_path, "--devices", "3", "--trips", "--counted", "--targets", "420",
+                       instance="zb-1.5b vshape 0.5x P=4 M=6")
+    (row,) = found["relaxations"]
+    assert (row["devices"], row["trips"], row["ops"], row["status"]) == ([3], True, 72, "infeasible")
+    text = (tmp_path / "one_device.md").read_text()
+    assert "the F and backward ops of their microbatches' trips" in text and "| 3 | 72 | 420 | infeasible |" in text
+    _refused("one_device", tmp_path, (["zb-1.5b vshape 0.5x", "--whole", "--trips"], "not allowed with"))
+
+
 def test_whole_model_relaxations_see_across_devices_with_pairs(tmp_path):
     # 1.5B on DualPipe's placement with F&B pairs, P=4 M=8: static bound 351.294 ms, optimum
     # 361.698 (benchmarks/bound_gap). The whole model with only device 1 one op at a time

@@ -38,6 +38,20 @@ def deterministic_ask(model, limit):
     return code, solver.ResponseProto().deterministic_time
 
 
+def test_trips_are_the_stages_a_microbatch_crosses_after_a_devices_first():
+    # On a V, P=4: device 3 holds stages 3 and 4, so its microbatches' trips are stages 5 to
+    # 7 on devices 2 to 0; device 0 holds stages 0 and 7, and its trips cross stages 1 to 6.
+    # No W: a W holds nothing up on the way. With one stage per device, the stages after it.
+    data = _input(zb_1_5b(4, 2, "vshape", "0.5x"))
+    crossed = relaxed.trip_ops(data, [3])
+    assert sorted({(op.stage, op.kind) for op in crossed}) == [(s, k) for s in (5, 6, 7) for k in ("B", "F")]
+    assert {data.graph.device(op) for op in crossed} == {0, 1, 2} and len(crossed) == 3 * 2 * 2
+    assert sorted({op.stage for op in relaxed.trip_ops(data, [0])}) == [1, 2, 3, 4, 5, 6]
+    single = _input(zb_1_5b(4, 2, "single", "0.5x"))
+    assert sorted({op.stage for op in relaxed.trip_ops(single, [1])}) == [2, 3]
+    assert relaxed.trip_ops(single, [3]) == []
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(tiny_problems())
 def test_no_device_relaxation_is_longer_than_the_optimum(problem):
@@ -49,10 +63,11 @@ def test_no_device_relaxation_is_longer_than_the_optimum(problem):
     data = _input(problem)
     paths = Paths(data)
     used = [device for device, ops in enumerate(data.device_ops) if ops]
-    # Each device alone, and all of them kept together (what benchmarks/one_device asks of
-    # several devices at once).
-    for devices in [[device] for device in used] + ([used] if len(used) > 1 else []):
-        model, _ = relaxed.relaxation(data, paths, devices)
+    # Each device alone, each with the trips from it (benchmarks/one_device --trips), and all
+    # of them kept together (what that study asks of several devices at once).
+    asked = [([device], []) for device in used] + [([device], relaxed.trip_ops(data, [device])) for device in used]
+    for devices, crossed in asked + ([(used, [])] if len(used) > 1 else []):
+        model, _ = relaxed.relaxation(data, paths, devices, crossed=crossed)
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
         solver.parameters.max_time_in_seconds = 10

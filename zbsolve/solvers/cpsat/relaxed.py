@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
+from zbsolve.ops import Op
 from zbsolve.solvers.base import SolveInput
 from zbsolve.solvers.bounds import UNREACHED, Paths
 
@@ -55,10 +56,13 @@ def eligible(data: SolveInput) -> bool:
 
 
 def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool = True,
-               terms: dict | None = None) -> tuple[cp_model.CpModel, cp_model.IntVar]:
+               terms: dict | None = None, crossed: list[Op] | None = None) -> tuple[cp_model.CpModel, cp_model.IntVar]:
     """The relaxation keeping `devices`: the model and its makespan variable. `terms` (the
-    counted form's, see `counted.counted_terms`) are computed when not given."""
+    counted form's, see `counted.counted_terms`) are computed when not given. `crossed`: ops
+    of other devices kept as well, one at a time on their devices but under no memory limit
+    (`trip_ops`); dropping the rest of a device's ops only frees it, so this stays a relaxation."""
     ops = [op for device in devices for op in data.device_ops[device]]
+    ops += [op for op in crossed or [] if data.graph.device(op) not in devices]
     model = cp_model.CpModel()
     start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
     end = {op: start[op] + data.duration[op] for op in ops}
@@ -68,9 +72,9 @@ def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool
             delay = reach[paths.index[b]]
             if b != a and delay != UNREACHED:
                 model.Add(start[b] >= start[a] + delay)
-    for device in devices:
+    for device in sorted({data.graph.device(op) for op in ops}):
         model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
-                            for op in data.device_ops[device]])
+                            for op in data.device_ops[device] if op in start])
     if data.memory_limit is not None:
         add_memory(model, data, start, end, [], devices)
         if counted:  # the terms the edges decide stay decided: those edges are among the delays
@@ -82,6 +86,19 @@ def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool
         model.Add(makespan >= start[op] + data.tail[op])
     model.Minimize(makespan)
     return model, makespan
+
+
+def trip_ops(data: SolveInput, devices: list[int]) -> list[Op]:
+    """The F and backward ops (no W) on other devices of the stages a microbatch crosses after
+    its first stage on one of `devices`, in each pipe: the trip its activation there waits for,
+    where its ops contend with other microbatches' (on a V at P=8 and 0.5x, the middle device's
+    relaxation reaches the static bound alone and proves more with these)."""
+    first: dict[int, int] = {}
+    for device in devices:
+        for op in data.device_ops[device]:
+            first[op.pipe] = min(first.get(op.pipe, op.stage), op.stage)
+    return [op for op in data.ops if op.kind != "W" and op.pipe in first and op.stage > first[op.pipe]
+            and data.graph.device(op) not in devices]
 
 
 def raise_bound(data: SolveInput, budget: float, ask: Ask,
