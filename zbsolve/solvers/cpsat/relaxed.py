@@ -95,8 +95,8 @@ def trip_ops(data: SolveInput, devices: list[int]) -> list[Op]:
     relaxation reaches the static bound alone and proves more with these)."""
     first: dict[int, int] = {}
     for device in devices:
-        for op in data.device_ops[device]:
-            first[op.pipe] = min(first.get(op.pipe, op.stage), op.stage)
+        for pipe, stage in data.forward_chains(device):
+            first[pipe] = min(first.get(pipe, stage), stage)
     return [op for op in data.ops if op.kind != "W" and op.pipe in first and op.stage > first[op.pipe]
             and data.graph.device(op) not in devices]
 
