@@ -19,7 +19,8 @@ kept together (default: each device alone). `--counted` adds the memory limit co
 each F's start (`zbsolve/solvers/cpsat/counted.py`) on the kept devices. With `--targets`
 each relaxation is held to each target: *infeasible* proves the problem's optimum exceeds
 the target; otherwise it is minimised within the target, as without one. Makespan
-objective only; F&B pairs only with `--whole`.
+objective only. With F&B pairs the kept devices pair their ops as the whole model does, and
+each delay counts from when an op hands on its result (a pair's end); not with `--trips`.
 
 `--whole` relaxes less: zbsolve's whole CP-SAT model (`zbsolve/solvers/cpsat/model.py`)
 with every op, its exact durations and dependencies, memory limits and F&B pairs, where
@@ -101,8 +102,8 @@ def main() -> int:
     problem = chosen_problem(args.suite, args.instance)
     if problem is None:
         return 2
-    if problem.objective != "makespan" or (problem.fb_overlap is not None and not args.whole):
-        print(f"{args.instance!r}: only the makespan objective is relaxed here, F&B pairs only with --whole",
+    if problem.objective != "makespan" or (problem.fb_overlap is not None and args.trips):
+        print(f"{args.instance!r}: only the makespan objective is relaxed here, F&B pairs not with --trips",
               file=sys.stderr)
         return 2
     groups = _groups(args.devices, problem.devices)
@@ -116,6 +117,7 @@ def main() -> int:
     per_unit = static / data.value(static)
     settings = {"instance": args.instance, "suite": args.suite, "time_limit_s": args.time_limit,
                 "workers": args.workers, "counted": args.counted, "whole": args.whole, "trips": args.trips,
+                "pairs": problem.fb_overlap is not None,
                 "static_bound": data.value(static),
                 "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
     # The longest paths, once for every relaxation; the whole model needs none.
@@ -152,6 +154,8 @@ def report(settings: dict, rows: list[dict]) -> str:
             else "kept devices' ops and the F and backward ops of their microbatches' trips (no memory limit "
             "there) with the least delays between them" if settings.get("trips")
             else "kept devices' ops with the least delays between them")
+    if settings.get("pairs") and not settings.get("whole"):
+        kind += " (F&B pairs on the kept devices; a delay counts from a pair's end)"
     lines = [
         f"# Device relaxations of {settings['instance']}", "",
         f"Suite `{settings['suite']}`, {kind}, {memory}, CP-SAT, {settings['workers']} worker(s), "

@@ -157,7 +157,7 @@ def test_one_device_relaxation_study_reaches_the_static_bound(tmp_path):
     assert (outer["status"], outer["best"]) == ("optimal", pytest.approx(272.6905))
     assert "| 3 | 24 | - | optimal | 308.721 | 308.721 |" in (tmp_path / "one_device.md").read_text()
     _refused("one_device", tmp_path, (["zb-1.5b 1x span"], "only the makespan objective"),
-             (["zb-1.5b fb_overlap 36.756"], "F&B pairs only with --whole"),
+             (["zb-1.5b fb_overlap 36.756", "--trips"], "F&B pairs not with --trips"),
              (["zb-1.5b vshape 0.5x", "--devices", "8"], "from 0 to 7"),
              (["zb-1.5b vshape 0.5x", "--devices", "1,x"], "from 0 to 7"),
              (["zb-1.5b vshape 0.5x", "--targets", "-3"], "positive values"))
@@ -196,7 +196,7 @@ def test_whole_model_relaxations_see_across_devices_with_pairs(tmp_path):
     # 1.5B on DualPipe's placement with F&B pairs, P=4 M=8: static bound 351.294 ms, optimum
     # 361.698 (benchmarks/bound_gap). The whole model with only device 1 one op at a time
     # has the optimum 351.908; with devices 0 and 1, 359.717: most of the gap lies between
-    # two neighbours. (Without --whole pairs are refused: the test above.)
+    # two neighbours.
     instance = "zb-1.5b fb_overlap 36.756 P=4 M=8"
     found = _run_study("one_device", tmp_path, "--whole", "--devices", "1", "0,1", instance=instance)
     assert found["settings"]["static_bound"] == pytest.approx(351.294, abs=1e-3)
@@ -206,6 +206,18 @@ def test_whole_model_relaxations_see_across_devices_with_pairs(tmp_path):
     assert (pair["devices"], pair["status"]) == ([0, 1], "optimal")
     assert pair["best"] == pair["bound"] == pytest.approx(359.717, abs=1e-3)
     assert "the whole model, only the kept devices one op at a time" in (tmp_path / "one_device.md").read_text()
+
+
+def test_relaxations_with_pairs_count_each_delay_from_a_pairs_end(tmp_path):
+    # The same instance in zbsolve's own relaxation (kept devices' ops only, every other op a
+    # delay): device 1 alone has a schedule as short as the static bound, while devices 0 and 1
+    # have none within 359.7 ms, as in the whole model above; 48 ops instead of 96.
+    found = _run_study("one_device", tmp_path, "--devices", "1", "0,1", "--targets", "359.7",
+                       instance="zb-1.5b fb_overlap 36.756 P=4 M=8")
+    alone, pair = found["relaxations"]
+    assert (alone["devices"], alone["status"], alone["best"]) == ([1], "feasible", pytest.approx(351.294, abs=1e-3))
+    assert (pair["devices"], pair["ops"], pair["status"]) == ([0, 1], 48, "infeasible")
+    assert "a delay counts from a pair's end" in (tmp_path / "one_device.md").read_text()
 
 
 def test_periodic_study_proves_and_builds_periods(tmp_path):

@@ -8,14 +8,13 @@ from collections.abc import Collection
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op
 from zbsolve.solvers.base import BackendResult, SolveInput, joined_notes
 
 from . import mirror, relaxed, window
 from .counted import add_counted_memory, planned
 from .hints import Derived, add_hint
 from .memory import add_memory
-from .pairs import Pairs
+from .pairs import Pairs, occupancy
 
 # Without the LP relaxation (level 0) larger models searched better in 60 s, 2 workers:
 # V-shape 0.5x 1626.16 and 1638.77 ms against 1683.52 and 1642.35 (1.5B), 2585.64 against
@@ -72,7 +71,7 @@ def build_model(data: SolveInput, counted_memory: bool | None = None, one_at_a_t
     start = {op: model.NewIntVar(data.head[op], H - data.tail[op], f"s{op}") for op in data.ops}
     derived: Derived = []
     pairs = Pairs(model, data, start, derived) if data.pair_duration is not None else None
-    end, device_intervals = _occupancy(model, data, start, pairs, derived)
+    end, device_intervals = occupancy(model, data, start, pairs, derived)
     for op in data.ops:
         for pred, delay in data.predecessors[op]:
             model.Add(start[op] >= end[pred] + delay)
@@ -93,33 +92,6 @@ def build_model(data: SolveInput, counted_memory: bool | None = None, one_at_a_t
             add_counted_memory(model, data, start, end, derived, terms)
     objective = _add_objective(model, data, start, end, derived)
     return model, start, objective, pairs, derived
-
-
-def _occupancy(model, data: SolveInput, start, pairs: Pairs | None, derived: Derived):
-    """Each op's end (when its result is ready) and the intervals that occupy each device."""
-    end, device_intervals = {}, [[] for _ in data.device_ops]
-    for d, ops in enumerate(data.device_ops):
-        for op in sorted(ops, key=lambda op: op.kind == "W"):  # a W's end may follow its B's
-            duration, name = data.duration[op], str(op)
-            alone = True if pairs is None else pairs.alone(model, op)
-            if alone is True:
-                device_intervals[d].append(model.NewFixedSizeIntervalVar(start[op], duration, f"i{name}"))
-                end[op] = start[op] + duration
-                continue
-            device_intervals[d].append(
-                model.NewOptionalFixedSizeIntervalVar(start[op], duration, alone, f"i{name}")
-            )
-            if op.kind != "W":
-                end[op] = pairs.end(model, op, start[op])
-                continue
-            done = model.NewIntVar(0, data.horizon, f"done{name}")  # an absorbed W ends with its pair
-            model.Add(done == start[op] + duration).OnlyEnforceIf(alone)
-            model.Add(done == end[Op("B", op.pipe, op.stage, op.microbatch)]).OnlyEnforceIf(alone.Not())
-            derived.append((done, lambda h, op=op: h.end[op]))
-            end[op] = done
-        if pairs is not None:
-            device_intervals[d].extend(pairs.intervals[d])
-    return end, device_intervals
 
 
 def _add_objective(model, data: SolveInput, start, end, derived: Derived):

@@ -9,6 +9,8 @@ residual would be held longer.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ortools.sat.python import cp_model
 
 from zbsolve.ops import Op
@@ -16,7 +18,9 @@ from zbsolve.solvers.base import SolveInput
 
 
 class Pairs:
-    def __init__(self, model: cp_model.CpModel, data: SolveInput, start: dict, derived: list) -> None:
+    def __init__(self, model: cp_model.CpModel, data: SolveInput, start: dict, derived: list,
+                 devices: Collection[int] | None = None) -> None:
+        """Pairs on `devices` (all by default: a relaxation keeps only some)."""
         self.data = data
         self.derived = derived  # helper variables, each with its value under a hinted schedule
         self.literal: dict[tuple[Op, Op], cp_model.IntVar] = {}
@@ -24,6 +28,8 @@ class Pairs:
         member: dict[Op, list] = {}
         length = data.pair_duration
         for d, ops in enumerate(data.device_ops):
+            if devices is not None and d not in devices:
+                continue
             forwards = [op for op in ops if op.kind == "F"]
             backwards = [op for op in ops if op.kind in ("B", "BW")]
             for f in forwards:
@@ -77,3 +83,34 @@ class Pairs:
     def hint(self, model: cp_model.CpModel, pairs: set[tuple[Op, Op]]) -> None:
         for pair, x in self.literal.items():
             model.AddHint(x, pair in pairs)
+
+
+def occupancy(model: cp_model.CpModel, data: SolveInput, start: dict, pairs: Pairs | None, derived: list,
+              devices: Collection[int] | None = None) -> tuple[dict, list[list]]:
+    """Each op's end (when its result is ready) and the intervals that occupy each device,
+    for the ops of `devices` (all by default; the others' lists stay empty)."""
+    end, device_intervals = {}, [[] for _ in data.device_ops]
+    for d, ops in enumerate(data.device_ops):
+        if devices is not None and d not in devices:
+            continue
+        for op in sorted(ops, key=lambda op: op.kind == "W"):  # a W's end may follow its B's
+            duration, name = data.duration[op], str(op)
+            alone = True if pairs is None else pairs.alone(model, op)
+            if alone is True:
+                device_intervals[d].append(model.NewFixedSizeIntervalVar(start[op], duration, f"i{name}"))
+                end[op] = start[op] + duration
+                continue
+            device_intervals[d].append(
+                model.NewOptionalFixedSizeIntervalVar(start[op], duration, alone, f"i{name}")
+            )
+            if op.kind != "W":
+                end[op] = pairs.end(model, op, start[op])
+                continue
+            done = model.NewIntVar(0, data.horizon, f"done{name}")  # an absorbed W ends with its pair
+            model.Add(done == start[op] + duration).OnlyEnforceIf(alone)
+            model.Add(done == end[Op("B", op.pipe, op.stage, op.microbatch)]).OnlyEnforceIf(alone.Not())
+            derived.append((done, lambda h, op=op: h.end[op]))
+            end[op] = done
+        if pairs is not None:
+            device_intervals[d].extend(pairs.intervals[d])
+    return end, device_intervals

@@ -6,7 +6,8 @@ the least delay it imposes between two kept ops: the longest path through depend
 microbatch order and memory-implied edges (the graph of the static bounds), and each kept
 op keeps its head and tail. An optimal schedule of the problem is a schedule of the
 relaxation, no longer, so a proof that the relaxation has no schedule within T proves the
-problem's optimum longer than T.
+problem's optimum longer than T. With F&B pairs the kept devices pair their ops and each
+delay counts from a pair's end (`relaxation`); the phase does not ask those (`eligible`).
 
 Where memory is tight such proofs come fast when the whole model's do not (1.5B costs, 2
 workers). V-shape 0.5x, P=4 M=16: static bound 860.06 ms, which a 60 s solve of the whole
@@ -31,6 +32,7 @@ from zbsolve.solvers.bounds import UNREACHED, Paths
 
 from .counted import add_counted_memory, counted_terms
 from .memory import add_memory
+from .pairs import Pairs, occupancy
 
 SHARE = 0.15  # of the time limit, at most, where the phase runs
 FIRST_SHARE = 0.05  # of that, for the first round of questions (all devices), doubled each round
@@ -49,8 +51,16 @@ Ask = Callable[[cp_model.CpModel, float], tuple[int, float]]
 
 
 def eligible(data: SolveInput) -> bool:
-    """The makespan under a memory limit, without F&B pairs (the relaxation runs no pairs),
-    within `UP_TO_OPS` ops."""
+    """The makespan under a memory limit, without F&B pairs, within `UP_TO_OPS` ops.
+
+    With pairs a device's relaxation alone proves little; a device with its neighbour does
+    (`benchmarks/one_device.py`), but too slowly for the phase's rounds. On 1.5B costs on
+    DualPipe's placement (2 workers, 2026-11-27): at P=4 M=12 (144 ops) devices 0-1 rule out
+    498.32 ms, the static bound, in 16.3 s, and the rounds of a 60 s solve give each question
+    at most 0.9 s, so they gave up (bound 498.318 with the phase or without). With the phase
+    over each device and the next (and the short search of the whole model before it), 60 s
+    solves proved P=4 M=8 and P=8 M=8 optimal in 8.1 and 1.9 s against 3.0 and 1.0 s without,
+    14.6B P=4 M=8 in 20.9 against 43.1 s."""
     return (data.objective == "makespan" and data.pair_duration is None and data.memory_limit is not None
             and len(data.ops) <= UP_TO_OPS)
 
@@ -60,20 +70,33 @@ def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool
     """The relaxation keeping `devices`: the model and its makespan variable. `terms` (the
     counted form's, see `counted.counted_terms`) are computed when not given. `crossed`: ops
     of other devices kept as well, one at a time on their devices but under no memory limit
-    (`trip_ops`); dropping the rest of a device's ops only frees it, so this stays a relaxation."""
+    (`trip_ops`); dropping the rest of a device's ops only frees it, so this stays a relaxation.
+
+    With F&B pairs the kept devices may pair their ops as in the whole model, and each delay
+    counts from when an op hands on its result: a pair's end for its F or backward (its
+    delay to another kept op is the longest path less the op's own shortest length; without
+    pairs that is the same as counting from its start). No ops are `crossed` then: alone at
+    full length they would take longer than a pair of theirs may."""
+    if crossed and data.pair_duration is not None:
+        raise ValueError("a relaxation with F&B pairs keeps no ops of other devices")
     ops = [op for device in devices for op in data.device_ops[device]]
     ops += [op for op in crossed or [] if data.graph.device(op) not in devices]
     model = cp_model.CpModel()
     start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
-    end = {op: start[op] + data.duration[op] for op in ops}
+    occupied = None
+    if data.pair_duration is None:
+        end = {op: start[op] + data.duration[op] for op in ops}
+    else:
+        end, occupied = occupancy(model, data, start, Pairs(model, data, start, [], devices), [], devices)
     for a in ops:
         reach = paths.longest_from(a)
         for b in ops:
             delay = reach[paths.index[b]]
             if b != a and delay != UNREACHED:
-                model.Add(start[b] >= start[a] + delay)
+                model.Add(start[b] >= end[a] + (delay - data.shortest(a)))
     for device in sorted({data.graph.device(op) for op in ops}):
-        model.AddNoOverlap([model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
+        model.AddNoOverlap(occupied[device] if occupied else
+                           [model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
                             for op in data.device_ops[device] if op in start])
     if data.memory_limit is not None:
         add_memory(model, data, start, end, [], devices)
@@ -83,7 +106,7 @@ def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool
             add_counted_memory(model, data, start, end, [], kept)
     makespan = model.NewIntVar(0, data.horizon, "makespan")
     for op in ops:
-        model.Add(makespan >= start[op] + data.tail[op])
+        model.Add(makespan >= end[op] + (data.tail[op] - data.shortest(op)))
     model.Minimize(makespan)
     return model, makespan
 
