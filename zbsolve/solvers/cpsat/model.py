@@ -219,7 +219,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         if improved:
             starts, value, status = found, data.objective_of(found), "feasible"
     if starts is None and probed is not None:  # what follows the short search looks only for better
-        starts, value, status, chosen = probed.starts, probed.objective, "feasible", []
+        starts, value, status, chosen = probed.starts, probed.objective, "feasible", probed.pairs
     interrupted = data.stop.is_set() and status != "optimal"
     if raised is not None:
         bound = raised if bound is None else max(bound, raised)
@@ -240,14 +240,15 @@ def _probe(data: SolveInput, t0: float, deadline: float) -> tuple[BackendResult 
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, spent
     starts, value = {op: solver.Value(var) for op, var in start.items()}, int(solver.ObjectiveValue())
+    chosen = pairs.chosen(solver) if pairs is not None else []  # none today: `relaxed.eligible` has no pairs
     if code == cp_model.OPTIMAL:
-        return BackendResult("optimal", starts, value, value, spent,
+        return BackendResult("optimal", starts, value, value, spent, pairs=chosen,
                              message="proven by a short search of the whole model"), spent
     data.raise_bound(int(solver.BestObjectiveBound()))
     if data.incumbent is None or value < data.incumbent:
-        data.hint = starts
+        data.hint, data.hint_pairs = starts, set(chosen)
         data.take_incumbent(value)
-    return BackendResult("feasible", starts, value, None, spent), spent
+    return BackendResult("feasible", starts, value, None, spent, pairs=chosen), spent
 
 
 def _raise_bound(data: SolveInput, t0: float, deadline: float) -> tuple[int | None, str | None, float]:
