@@ -117,7 +117,7 @@ def main() -> int:
     per_unit = static / data.value(static)
     settings = {"instance": args.instance, "suite": args.suite, "time_limit_s": args.time_limit,
                 "workers": args.workers, "counted": args.counted, "whole": args.whole, "trips": args.trips,
-                "pairs": problem.fb_overlap is not None,
+                "pairs": problem.fb_overlap is not None, "memory_limited": problem.memory_limit is not None,
                 "static_bound": data.value(static),
                 "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
     # The longest paths, once for every relaxation; the whole model needs none.
@@ -149,7 +149,9 @@ def _groups(given: list[str] | None, count: int) -> list[list[int]] | None:
 
 def report(settings: dict, rows: list[dict]) -> str:
     """The markdown table of the relaxations."""
-    memory = "and the memory limit also counted at each F's start" if settings["counted"] else "cumulative memory only"
+    memory = ("no memory limit" if settings.get("memory_limited") is False  # absent in studies run before it was kept
+              else "and the memory limit also counted at each F's start" if settings["counted"]
+              else "cumulative memory only")
     kind = ("the whole model, only the kept devices one op at a time" if settings.get("whole")
             else "kept devices' ops and the F and backward ops of their microbatches' trips (no memory limit "
             "there) with the least delays between them" if settings.get("trips")

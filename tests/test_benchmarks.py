@@ -217,7 +217,8 @@ def test_relaxations_with_pairs_count_each_delay_from_a_pairs_end(tmp_path):
     alone, pair = found["relaxations"]
     assert (alone["devices"], alone["status"], alone["best"]) == ([1], "feasible", pytest.approx(351.294, abs=1e-3))
     assert (pair["devices"], pair["ops"], pair["status"]) == ([0, 1], 48, "infeasible")
-    assert "a delay counts from a pair's end" in (tmp_path / "one_device.md").read_text()
+    text = (tmp_path / "one_device.md").read_text()
+    assert "a delay counts from a pair's end" in text and "no memory limit" in text
 
 
 def test_periodic_study_proves_and_builds_periods(tmp_path):
