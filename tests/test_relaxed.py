@@ -22,17 +22,15 @@ def _input(problem):
     return build_input(OpGraph(problem), problem.split_backward, problem.objective)
 
 
-def zb_1_5b(P, M, placement, memory):
+def zb_1_5b(P, M, placement, memory, fb_overlap=None):
     profile = load_profile("models/zb-1.5b.json")
     return build_problem(P, M, profile.rank_costs(P), comm=profile.comm, placement=placement, memory=memory,
-                         time_unit=profile.time_unit)
+                         fb_overlap=fb_overlap, time_unit=profile.time_unit)
 
 
 def dualpipe_1_5b(P, M, memory=None):
     """1.5B costs on DualPipe's placement with F&B pairs of 36.756 ms (F + B + W = 45.945)."""
-    profile = load_profile("models/zb-1.5b.json")
-    return build_problem(P, M, profile.rank_costs(P), comm=profile.comm, placement="bidirectional", memory=memory,
-                         fb_overlap=36.756, time_unit=profile.time_unit)
+    return zb_1_5b(P, M, "bidirectional", memory, fb_overlap=36.756)
 
 
 def deterministic_ask(model, limit):
@@ -68,18 +66,22 @@ def test_no_device_relaxation_is_longer_than_the_optimum(problem):
     best, proven = plain_solve(problem, time_limit=10)
     assume(proven)
     data = _input(problem)
-    paths = Paths(data)
     used = [device for device, ops in enumerate(data.device_ops) if ops]
     # Each device alone, each with the trips from it (benchmarks/one_device --trips), and all
     # of them kept together (what that study asks of several devices at once).
     asked = [([device], []) for device in used] + [([device], relaxed.trip_ops(data, [device])) for device in used]
-    for devices, crossed in asked + ([(used, [])] if len(used) > 1 else []):
+    _assert_no_longer(data, asked + ([(used, [])] if len(used) > 1 else []), best)
+
+
+def _assert_no_longer(data, asked, best) -> None:
+    """Each relaxation (devices, crossed ops) solved to its optimum is no longer than `best`."""
+    paths = Paths(data)
+    for devices, crossed in asked:
         model, _ = relaxed.relaxation(data, paths, devices, crossed=crossed)
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
         solver.parameters.max_time_in_seconds = 10
-        code = solver.Solve(model)
-        assert code == cp_model.OPTIMAL
+        assert solver.Solve(model) == cp_model.OPTIMAL
         event("relaxation above the static bound" if solver.ObjectiveValue() > data.lower_bound() else "at most it")
         assert data.value(solver.ObjectiveValue()) <= best + 1e-9
 
@@ -93,16 +95,8 @@ def test_no_relaxation_with_pairs_is_longer_than_the_optimum(problem):
     best, proven = plain_solve(problem, time_limit=10)
     assume(proven and best is not None)
     data = _input(problem)
-    paths = Paths(data)
     used = [device for device, ops in enumerate(data.device_ops) if ops]
-    for devices in [[device] for device in used] + ([used] if len(used) > 1 else []):
-        model, _ = relaxed.relaxation(data, paths, devices)
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = 1
-        solver.parameters.max_time_in_seconds = 10
-        assert solver.Solve(model) == cp_model.OPTIMAL
-        event("relaxation above the static bound" if solver.ObjectiveValue() > data.lower_bound() else "at most it")
-        assert data.value(solver.ObjectiveValue()) <= best + 1e-9
+    _assert_no_longer(data, [([device], []) for device in used] + ([(used, [])] if len(used) > 1 else []), best)
 
 
 def test_a_relaxation_with_pairs_sees_an_outer_device_with_its_neighbour():
