@@ -61,8 +61,8 @@ def test_a_mirrored_schedule_is_never_reported_optimal_on_its_own_proof(monkeypa
     With the whole model made to fail, the answer is the mirrored schedule, `feasible`."""
     built = []
 
-    def whole_model_fails(data):
-        model, *rest = build_model(data)
+    def whole_model_fails(data, **options):
+        model, *rest = build_model(data, **options)
         built.append(model)
         if len(built) == 2:  # the first build is the mirrored search's
             model.AddBoolOr([])
@@ -91,8 +91,8 @@ def recorded(monkeypatch, name: str) -> list:
     order: `build_model` and `_solver` run once per phase (the mirrored one first)."""
     results, function = [], getattr(cpsat_model, name)
 
-    def recording(*args):
-        results.append(function(*args))
+    def recording(*args, **kwargs):
+        results.append(function(*args, **kwargs))
         return results[-1]
 
     monkeypatch.setattr(cpsat_model, name, recording)
@@ -178,6 +178,33 @@ def test_large_pair_models_answer_with_the_mirrored_phase_alone(monkeypatch):
     monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", 0)
     solve(unpaired, "cpsat", time_limit=4, workers=1)
     assert len(solvers) == 2
+
+
+def test_large_pair_models_offer_the_mirrored_phase_only_pairs_the_start_runs_close(monkeypatch):
+    """From `ALONE_FROM_OPS` the mirrored model offers only the pairs whose halves the
+    starting schedule starts at most `PAIRS_WITHIN` pair lengths apart, and those it pairs;
+    below it every phase offers every pair."""
+    build_model, seen = cpsat_model.build_model, []
+
+    def recording(data, **options):
+        built = build_model(data, **options)
+        every = build_model(data)[3].literal
+        seen.append((options.get("pairs_within"), dict(data.hint), set(data.hint_pairs), set(built[3].literal),
+                     set(every), data.pair_duration))
+        return built
+
+    monkeypatch.setattr(cpsat_model, "build_model", recording)
+    problem = uniform(4, 8, placement="bidirectional", fb_overlap=2.4, memory="0.5x")  # 96 ops
+    monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", 96)
+    validate(solve(problem, "cpsat", time_limit=4, workers=1))
+    (within, hint, hinted, offered, every, pair), = seen  # the mirrored phase alone
+    assert within == int(cpsat_model.mirror.PAIRS_WITHIN * pair) > 0
+    assert hint and hinted <= offered < every
+    assert {(f, b) for f, b in every if abs(hint[f] - hint[b]) <= within} | hinted == offered
+    seen.clear()
+    monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", 97)
+    validate(solve(problem, "cpsat", time_limit=4, workers=1))
+    assert len(seen) == 2 and all(within is None and offered == every for within, _, _, offered, every, _ in seen)
 
 
 def test_pair_models_cap_presolve_probing_and_others_keep_the_default():

@@ -60,17 +60,19 @@ STATUS = {
 }
 
 
-def build_model(data: SolveInput, counted_memory: bool | None = None, one_at_a_time: Collection[int] | None = None):
+def build_model(data: SolveInput, counted_memory: bool | None = None, one_at_a_time: Collection[int] | None = None,
+                pairs_within: int | None = None):
     """The model, its start variables, objective and pairs, and how every other variable
     follows from a hinted schedule. `counted_memory` forces the limit's counted form on or
     off (see `counted`); by default models within its size get it. `one_at_a_time`: the
     devices that run one op (or pair) at a time, all by default; leaving some out relaxes
-    the model (`benchmarks/one_device.py --whole`)."""
+    the model (`benchmarks/one_device.py --whole`). `pairs_within` restricts the pairs to
+    halves the hint starts that close (see `Pairs`): then the model is a restriction."""
     model = cp_model.CpModel()
     H = data.horizon
     start = {op: model.NewIntVar(data.head[op], H - data.tail[op], f"s{op}") for op in data.ops}
     derived: Derived = []
-    pairs = Pairs(model, data, start, derived) if data.pair_duration is not None else None
+    pairs = Pairs(model, data, start, derived, within=pairs_within) if data.pair_duration is not None else None
     end, device_intervals = occupancy(model, data, start, pairs, derived)
     for op in data.ops:
         for pred, delay in data.predecessors[op]:
@@ -334,7 +336,8 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     twin = mirror.twins(data)
     if twin is None:
         return None
-    model, start, pairs = _hinted_model(data)
+    within = mirror.pairs_within(data)
+    model, start, pairs = _hinted_model(data, within)
     mirror.add_mirror(model, start, pairs.literal if pairs else {}, twin)
     solver = _solver(data, limit, deadline)
     solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
@@ -349,10 +352,10 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
                          message=_clock_note(data, solver, limit, "mirror-image search"))
 
 
-def _hinted_model(data: SolveInput):
+def _hinted_model(data: SolveInput, pairs_within: int | None = None):
     """The model with the starting schedule (if any) as a complete hint: the model, its
-    start variables and its pairs."""
-    model, start, _, pairs, derived = build_model(data)
+    start variables and its pairs (see `build_model` for `pairs_within`)."""
+    model, start, _, pairs, derived = build_model(data, pairs_within=pairs_within)
     if data.hint:
         add_hint(model, data, start, derived)
         if pairs is not None:

@@ -19,8 +19,10 @@ from zbsolve.solvers.base import SolveInput
 
 class Pairs:
     def __init__(self, model: cp_model.CpModel, data: SolveInput, start: dict, derived: list,
-                 devices: Collection[int] | None = None) -> None:
-        """Pairs on `devices` (all by default: a relaxation keeps only some)."""
+                 devices: Collection[int] | None = None, within: int | None = None) -> None:
+        """Pairs on `devices` (all by default: a relaxation keeps only some). With `within`
+        (solver units) and a hint, only an F and a backward that the hint starts at most that
+        far apart, or pairs, may pair: a restriction for searches whose proofs are not used."""
         self.data = data
         self.derived = derived  # helper variables, each with its value under a hinted schedule
         self.literal: dict[tuple[Op, Op], cp_model.IntVar] = {}
@@ -35,6 +37,8 @@ class Pairs:
             for f in forwards:
                 for b in backwards:
                     if (f.pipe, f.stage) == (b.pipe, b.stage) or not self._may_meet(f, b):
+                        continue
+                    if within is not None and not self._near(f, b, within):
                         continue
                     x = model.NewBoolVar(f"pair{f}_{b}")
                     model.Add(start[f] == start[b]).OnlyEnforceIf(x)
@@ -53,6 +57,10 @@ class Pairs:
         data = self.data
         latest = min(data.horizon - data.tail[f], data.horizon - data.tail[b])
         return max(data.head[f], data.head[b]) <= latest
+
+    def _near(self, f: Op, b: Op, within: int) -> bool:
+        hint = self.data.hint
+        return not hint or (f, b) in self.data.hint_pairs or abs(hint[f] - hint[b]) <= within
 
     def alone(self, model: cp_model.CpModel, op: Op):
         """A literal true when `op` runs by itself (for W: when its B is not paired)."""
