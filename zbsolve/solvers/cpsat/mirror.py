@@ -41,13 +41,15 @@ SEARCH_ONLY_ABOVE_OPS = 400
 ALONE_FROM_OPS = 1000
 # Where the mirrored phase is the answer, its pairs are only those of an F and a backward
 # that the starting schedule starts at most this many pair lengths apart (or pairs): the
-# model shrinks (14.6B, 2,304 ops: 18,432 candidate pairs) and its search goes further.
-# 60 s, 2 workers, 14.6B with pairs, seeds 0-3, ms: 1418.68, 1412.66, 1416.63, 1414.24
-# against 1423.13, 1424.82, 1418.98, 1421.98 with every pair; 1.5 pair lengths 1417.55,
-# 1410.68, 1424.26, 1417.85. Not below ALONE_FROM_OPS, where the whole model follows: 1.5B
-# with pairs (576 ops) gave 1048.44, 1048.44, 1049.50, 1054.89 against 1057.13, 1042.11,
-# 1041.06, 1041.51 with every pair (at 1.125x, 1049.76, 1043.36, 1049.76, 1050.41 against
-# 1049.15, 1050.85, 1050.06, 1049.76).
+# model shrinks (14.6B, 2,304 ops: 1,430 of 18,432 candidate pairs from DualPipe's
+# schedule) and its search goes further. 60 s, 2 workers, 14.6B with pairs, seeds 0-3, ms:
+# 1418.68, 1412.66, 1416.63, 1414.24 against 1423.13, 1424.82, 1418.98, 1421.98 with every
+# pair; 1.5 pair lengths 1417.55, 1410.68, 1424.26, 1417.85; 6 pair lengths 1420.23,
+# 1418.99, 1416.17, 1415.03; two 30 s rounds, the second's pairs around the first's best,
+# 1420.98, 1417.19, 1414.36, 1415.50. Not below ALONE_FROM_OPS, where the whole model
+# follows: 1.5B with pairs (576 ops) gave 1048.44, 1048.44, 1049.50, 1054.89 against
+# 1057.13, 1042.11, 1041.06, 1041.51 with every pair (at 1.125x, 1049.76, 1043.36,
+# 1049.76, 1050.41 against 1049.15, 1050.85, 1050.06, 1049.76).
 PAIRS_WITHIN = 3.0
 
 
