@@ -153,7 +153,8 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     """The whole model, then (large models without pairs, wall-clock limits) window search
     from its best schedule for the rest of the limit. Otherwise, on a mirror-symmetric
     problem, mirror-image schedules are searched first and hint the whole model (from
-    `mirror.ALONE_FROM_OPS` ops with F&B pairs they are the answer). Before all that, where
+    `mirror.ALONE_FROM_OPS` ops with F&B pairs they are the answer, searched among the pairs
+    near the starting schedule's, `mirror.pairs_within`). Before all that, where
     the device relaxations' bound phase runs, a short search of the whole model (small
     models, `_probe`), then the phase (`_raise_bound`)."""
     t0 = time.monotonic()
