@@ -49,7 +49,8 @@ ALONE_FROM_OPS = 1000
 # 1420.98, 1417.19, 1414.36, 1415.50. Not below ALONE_FROM_OPS, where the whole model
 # follows: 1.5B with pairs (576 ops) gave 1048.44, 1048.44, 1049.50, 1054.89 against
 # 1057.13, 1042.11, 1041.06, 1041.51 with every pair (at 1.125x, 1049.76, 1043.36,
-# 1049.76, 1050.41 against 1049.15, 1050.85, 1050.06, 1049.76).
+# 1049.76, 1050.41 against 1049.15, 1050.85, 1050.06, 1049.76); at 6 pair lengths 1054.76,
+# 1041.48, 1040.77, 1049.81 (at 1.125x 1049.15, 1049.62, 1049.75, 1049.76): no clear change.
 PAIRS_WITHIN = 3.0
 
 
