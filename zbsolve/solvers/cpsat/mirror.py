@@ -46,7 +46,8 @@ ALONE_FROM_OPS = 1000
 # 1418.68, 1412.66, 1416.63, 1414.24 against 1423.13, 1424.82, 1418.98, 1421.98 with every
 # pair; 1.5 pair lengths 1417.55, 1410.68, 1424.26, 1417.85; 6 pair lengths 1420.23,
 # 1418.99, 1416.17, 1415.03; two 30 s rounds, the second's pairs around the first's best,
-# 1420.98, 1417.19, 1414.36, 1415.50. Not below ALONE_FROM_OPS, where the whole model
+# 1420.98, 1417.19, 1414.36, 1415.50; at 1.125x memory (seeds 0, 1) 1413.41, 1419.34
+# against 1424.05, 1423.67 with every pair. Not below ALONE_FROM_OPS, where the whole model
 # follows: 1.5B with pairs (576 ops) gave 1048.44, 1048.44, 1049.50, 1054.89 against
 # 1057.13, 1042.11, 1041.06, 1041.51 with every pair (at 1.125x, 1049.76, 1043.36,
 # 1049.76, 1050.41 against 1049.15, 1050.85, 1050.06, 1049.76); at 6 pair lengths 1054.76,
