@@ -337,8 +337,7 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     twin = mirror.twins(data)
     if twin is None:
         return None
-    within = mirror.pairs_within(data)
-    model, start, pairs = _hinted_model(data, within)
+    model, start, pairs = _hinted_model(data, mirror.pairs_within(data))
     mirror.add_mirror(model, start, pairs.literal if pairs else {}, twin)
     solver = _solver(data, limit, deadline)
     solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
