@@ -4,11 +4,13 @@ import pytest
 from helpers import uniform
 from ortools.sat.python import cp_model
 
+import zbsolve.solvers as solvers
 from zbsolve.ops import OpGraph
 from zbsolve.solvers import _hint_from, _list_schedule, best_fitting_baseline
 from zbsolve.solvers.base import build_input
 from zbsolve.solvers.cpsat.hints import add_hint
 from zbsolve.solvers.cpsat.model import build_model
+from zbsolve.validate import validate
 
 
 @pytest.mark.parametrize("problem", [
@@ -37,3 +39,22 @@ def test_every_variable_is_hinted_and_the_hint_is_the_starting_schedule(problem)
     solver.parameters.max_time_in_seconds = 20
     assert solver.Solve(model) == cp_model.OPTIMAL
     assert data.value(solver.ObjectiveValue()) == pytest.approx(warm.value)
+
+
+@pytest.mark.parametrize("memory, list_runs", [(None, False), ("1x", True)])
+def test_with_pairs_a_fitting_hand_made_schedule_starts_cpsat(monkeypatch, memory, list_runs):
+    """See `zbsolve.solvers.solve`: from DualPipe's structure CP-SAT's searches went further
+    than from the list scheduler's shorter schedules. Where no hand-made one fits (1x), the
+    list scheduler still gives the start."""
+    calls = []
+
+    def listed(graph, data):
+        calls.append(data)
+        return _list_schedule(graph, data)
+
+    monkeypatch.setattr(solvers, "_list_schedule", listed)
+    problem = uniform(4, 8, placement="bidirectional", fb_overlap=2.4, memory=memory)
+    solved = solvers.solve(problem, "cpsat", time_limit=5, workers=2)
+    assert bool(calls) == list_runs
+    validate(solved)
+    assert solved.metrics.makespan <= (26 if list_runs else 23.6)  # the list schedule's, DualPipe's
