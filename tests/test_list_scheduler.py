@@ -186,3 +186,12 @@ def test_a_device_waits_for_a_pair_partner_when_the_pair_still_ends_first(monkey
     assert data.value(result.objective) == pytest.approx(1104.915)
     assert len(result.pairs) == 42
 
+
+def test_a_shorter_starting_schedule_is_returned_and_said_to_be():
+    """1.5B with pairs at 1.125x: DualPipe (1092.687 ms) fits exactly; the list scheduler's
+    best pass gives 1152.422. The answer is DualPipe's, and its note says so."""
+    problem = paired_profile_problem("zb-1.5b", 36.756, memory="1.125x")
+    solved = solve(problem, "list", time_limit=5, workers=1)
+    assert solved.value == pytest.approx(1092.687)
+    assert solved.solver.message.startswith("list scheduler, best of")
+    assert solved.solver.message.endswith("; the starting schedule (dualpipe) is shorter and is returned")

@@ -387,6 +387,8 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
         schedule = retimed(graph, data, result, "solved")
     if warm is not None and warm.value < schedule.value:
         schedule = warm  # the backend stopped early with something worse than the warm start
+        info = replace(info, message=joined_notes(info.message, f"the starting schedule ({warm.name}) is shorter"
+                                                                " and is returned"))
     validate(schedule)
     value = schedule.value
     bound = data.value(data.lower_bound())
