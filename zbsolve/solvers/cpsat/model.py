@@ -334,10 +334,11 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     """The best mirror-image schedule found within `limit`; it becomes the hint of the
     whole model, or the answer where none follows. None when the problem has no mirror symmetry.
     `wall_time` is the share of the limit spent (the work measure when deterministic).
-    The starting schedule hints it even when it is not its own mirror image, and so no
-    solution of it (the list scheduler's, on DualPipe's placement): 6.2B at 1x without pairs,
-    60 s, seeds 0-3, ended at 1992.27-1992.79 ms so; unhinted at 2005.63-2129.37, and from a
-    list scheduler that built mirror images only at 1992.27-2002.47 (2026-11-27, reverted)."""
+    The starting schedule hints it even when that is not its own mirror image and so no
+    solution of it (the list scheduler's, on DualPipe's placement): on 6.2B at 1x without
+    pairs (60 s, seeds 0-3) such solves ended at 1992.27-1992.79 ms, against 2005.63-2129.37
+    unhinted and 1992.27-2002.47 from a list scheduler that built only mirror images
+    (tried 2026-11-27, reverted)."""
     twin = mirror.twins(data)
     if twin is None:
         return None
