@@ -34,11 +34,17 @@ SEARCH_ONLY_ABOVE_OPS = 400
 # From this many ops with F&B pairs the mirrored phase takes the whole limit and its best
 # schedule is the answer (without pairs window search runs there instead, as a rule). On
 # 14.6B with pairs (2,304 ops, 60 s, 2 workers) the whole model after it never improved on
-# it in four runs (seeds 0-3) and its presolve took one solve 3.4 s past its limit; alone, seeds 0-2
-# gave 1433.62, 1431.91 and 1427.42 ms against 1434.08, 1432.49 and 1431.91. On small
-# models the whole model matters: P=4 M=8 at 0.5x with pairs, the best mirror image is 33
-# and the optimum 32.
-ALONE_FROM_OPS = 1000
+# it in four runs (seeds 0-3) and its presolve took one solve 3.4 s past its limit; alone,
+# seeds 0-2 gave 1433.62, 1431.91 and 1427.42 ms against 1434.08, 1432.49 and 1431.91. On
+# 1.5B with pairs (576 ops, same settings, 2026-11-27; alone, with the pair cut below)
+# seeds 0-5 gave 1046.94, 1048.44, 1049.76, 1041.32, 1048.87 and 1049.05 ms (mean
+# 1047.40) against 1056.87, 1048.69, 1049.98, 1049.32, 1041.06 and 1050.41 (mean 1049.39)
+# with the whole model after 90% of the limit; at 1.125x seeds 0-7 gave 1049.65, 1044.51,
+# 1049.81, 1049.76, 1049.76, 1050.41, 1042.13 and 1049.15 (mean 1048.15) against 1050.41,
+# 1057.59, 1049.65, 1049.76 and 1049.15 (seeds 0, 4-7; mean 1051.31). The whole model
+# raised no bound there. On small models it matters: P=4 M=8 at 0.5x with pairs, the best
+# mirror image is 33 and the optimum 32.
+ALONE_FROM_OPS = 500
 # Where the mirrored phase is the answer, its pairs are only those of an F and a backward
 # that the starting schedule starts at most this many pair lengths apart (or pairs): the
 # model shrinks (14.6B, 2,304 ops: 1,430 of 18,432 candidate pairs from DualPipe's
@@ -47,11 +53,12 @@ ALONE_FROM_OPS = 1000
 # pair; 1.5 pair lengths 1417.55, 1410.68, 1424.26, 1417.85; 6 pair lengths 1420.23,
 # 1418.99, 1416.17, 1415.03; two 30 s rounds, the second's pairs around the first's best,
 # 1420.98, 1417.19, 1414.36, 1415.50; at 1.125x memory (seeds 0, 1) 1413.41, 1419.34
-# against 1424.05, 1423.67 with every pair. Not below ALONE_FROM_OPS, where the whole model
-# follows: 1.5B with pairs (576 ops) gave 1048.44, 1048.44, 1049.50, 1054.89 against
-# 1057.13, 1042.11, 1041.06, 1041.51 with every pair (at 1.125x, 1049.76, 1043.36,
-# 1049.76, 1050.41 against 1049.15, 1050.85, 1050.06, 1049.76); at 6 pair lengths 1054.76,
-# 1041.48, 1040.77, 1049.81 (at 1.125x 1049.15, 1049.62, 1049.75, 1049.76): no clear change.
+# against 1424.05, 1423.67 with every pair. When ALONE_FROM_OPS was 1,000 and the whole
+# model followed at 576 ops, the cut there (1.5B with pairs) gave 1048.44, 1048.44,
+# 1049.50, 1054.89 against 1057.13, 1042.11, 1041.06, 1041.51 with every pair (at 1.125x,
+# 1049.76, 1043.36, 1049.76, 1050.41 against 1049.15, 1050.85, 1050.06, 1049.76); at 6
+# pair lengths 1054.76, 1041.48, 1040.77, 1049.81 (at 1.125x 1049.15, 1049.62, 1049.75,
+# 1049.76): no clear change. Alone, it comes with the phase (see ALONE_FROM_OPS).
 PAIRS_WITHIN = 3.0
 
 
