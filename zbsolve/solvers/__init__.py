@@ -231,10 +231,11 @@ def solve(
     warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
     bound = data.value(data.lower_bound())
     # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler
-    # finds a shorter one: from the list scheduler's 1438.10 ms on 14.6B with pairs, 60 s
-    # solves (2 workers, seeds 0-3) ended at 1429.15-1432.36 ms, from DualPipe's 1446.94 at
-    # 1412.66-1418.68; on 1.5B (list 1069.36, DualPipe 1092.69) at 1050.56-1059.57 against
-    # 1041.06-1057.13.
+    # finds a shorter one. 60 s solves (2 workers, seeds 0-3) from the list scheduler's
+    # 1438.10 ms on 14.6B with pairs found nothing shorter (its schedule is not its own mirror
+    # image); from the same schedule built as one, they ended at 1429.15-1432.36 ms, and from
+    # DualPipe's 1446.94 at 1412.66-1418.68. On 1.5B (list 1069.36, built as a mirror image;
+    # DualPipe 1092.69) they ended at 1050.56-1059.57 against 1048.40-1049.76.
     paired_start = problem.fb_overlap is not None and warm is not None
     if warm_start and solver != "list" and not paired_start and not _meets(warm, bound):
         found = _list_schedule(graph, data)
