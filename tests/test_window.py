@@ -87,3 +87,33 @@ def test_large_solves_run_the_window_search_after_the_whole_model(monkeypatch, o
         return
     deterministic = solve(problem, "cpsat", time_limit=4, workers=1)  # wall-clock steps would not repeat
     assert "window search" not in (deterministic.solver.message or "")
+
+
+def test_a_step_that_gains_widens_the_window_even_unproven(monkeypatch):
+    """Large windows often run out of time and still shorten the schedule (1.5B V-shape
+    0.5x: 5.5 ms in one unproven 200-op step); those must not shrink the next window."""
+    from zbsolve.baselines import run_baseline
+    from zbsolve.solvers import _hint_from
+
+    problem = uniform(4, 8)
+    graph = OpGraph(problem)
+    data = build_input(graph, problem.split_backward, problem.objective)
+    slow, _ = _hint_from(run_baseline("gpipe", problem, graph), data)
+    fast, _ = _hint_from(run_baseline("zb-h1", problem, graph), data)
+    assert data.objective_of(fast) < data.objective_of(slow)
+    # (found, proved) of each step: a gain unproven, nothing in time, no gain unproven, proven.
+    answers = iter([(fast, False), (None, False), (fast, False), (fast, True)])
+    sizes = []
+
+    def step(data, starts, free, seconds, seed):
+        sizes.append(len(free))
+        answer = next(answers)
+        if len(sizes) == 4:
+            data.stop.set()
+        return answer
+
+    monkeypatch.setattr(window, "WINDOW_OPS", 50)
+    monkeypatch.setattr(window, "_reorder", step)
+    starts, steps, better = window.search(data, slow, 30.0, lambda s, v: None)
+    assert sizes == [50, 60, 48, 38] and steps == 4 and better == 1
+    assert data.objective_of(starts) == data.objective_of(fast)
