@@ -48,16 +48,15 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
         free = order[first:first + size]
         found, proved = _reorder(data, best, free, min(left, 2.0), rng.randrange(1 << 30))
         steps += 1
-        if found is None:
-            size = max(20, int(size * 0.8))
-            continue
-        candidate = compressed(data, found, releases(data, found))
-        new = data.objective_of(candidate)
+        candidate = None if found is None else compressed(data, found, releases(data, found))
+        new = None if candidate is None else data.objective_of(candidate)
         # A window that ran out of time but still shortened the schedule is not too wide:
         # on 1.5B V-shape 0.5x most gains came from such steps, and shrinking after them
         # left 1451.00-1456.38 ms (60 s, 2 workers, seeds 0-3) against 1448.70-1453.07.
-        grows = proved or new < value
+        grows = proved or (new is not None and new < value)
         size = min(len(data.ops), int(size * 1.2)) if grows else max(20, int(size * 0.8))
+        if new is None:
+            continue
         if new <= value:
             if new < value:
                 better += 1
