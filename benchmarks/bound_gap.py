@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.instances import SUITES  # noqa: E402
+from benchmarks.instances import SUITES, matching  # noqa: E402
 from benchmarks.run import fmt, in_child, machine, markdown_table, parsed, ran_on, run_instance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -38,7 +38,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per instance (default 120)")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", metavar="TEXT", help="only the instances whose name contains TEXT")
+    parser.add_argument("--only", metavar="TEXT",
+                        help="only the instance named TEXT, or if none is, those whose name contains TEXT")
     parser.add_argument("--out", default=str(HERE / "bound_gap"), help="output folder")
     args = parsed(parser)
     from zbsolve.solvers import lower_bound
@@ -48,7 +49,7 @@ def main() -> int:
     settings = {"suite": SUITE, "workers": args.workers, "time_limit_s": args.time_limit, "solver": "cpsat",
                 "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
     instances = SUITES[SUITE]()
-    chosen = [i for i, instance in enumerate(instances) if not args.only or args.only in instance.name]
+    chosen = matching(instances, args.only) if args.only else list(range(len(instances)))
     if not chosen:
         print(f"no instance of the {SUITE} suite matches {args.only!r}", file=sys.stderr)
         return 2

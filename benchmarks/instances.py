@@ -116,5 +116,13 @@ def vshape_memory() -> list[Instance]:
 
 SUITES = {"standard": standard, "quick": quick, "bound-gap": bound_gap, "vshape-memory": vshape_memory}
 
+
+def matching(instances: list[Instance], text: str) -> list[int]:
+    """Indices of the instances `--only TEXT` picks: the one named exactly TEXT where there
+    is one, else every one whose name contains it (a name may contain another: "zb-1.5b
+    fb_overlap 36.756" is part of the same instance at 1.125x, "span" of every "makespan")."""
+    exact = [i for i, instance in enumerate(instances) if instance.name == text]
+    return exact or [i for i, instance in enumerate(instances) if text in instance.name]
+
 # Build time and memory against ops count: uniform single, M chosen for about n ops.
 SCALING_OPS = (1_000, 5_000, 25_000, 100_000)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.instances import SCALING_OPS, SUITES, uniform  # noqa: E402
+from benchmarks.instances import SCALING_OPS, SUITES, matching, uniform  # noqa: E402
 from benchmarks.speed import reference_text, speed_apart, speed_reference  # noqa: E402
 
 
@@ -230,8 +230,9 @@ def main() -> int:
     parser.add_argument("--no-scaling", action="store_true", help="skip the build-time/memory part")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent), help="folder for the results")
     parser.add_argument("--only", metavar="TEXT",
-                        help="run only the instances whose name contains TEXT, replacing their rows in the "
-                             "folder's results.json (same suite and settings) and keeping the rest")
+                        help="run only the instance named TEXT, or if none is, those whose name contains "
+                             "TEXT, replacing their rows in the folder's results.json (same suite and settings) "
+                             "and keeping the rest")
     args = parsed(parser)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -278,7 +279,7 @@ def _rerun(args, out: Path, settings: dict, instances) -> int:
         print(f"--only: the earlier run used other settings ({', '.join(same)} must match)", file=sys.stderr)
         return 2
     rows = {row["instance"]: row for row in earlier["instances"]}
-    chosen = [(i, inst) for i, inst in enumerate(instances) if args.only in inst.name]
+    chosen = [(i, instances[i]) for i in matching(instances, args.only)]
     if not chosen:
         print(f"--only: no instance name contains {args.only!r}", file=sys.stderr)
         return 2

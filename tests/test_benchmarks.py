@@ -54,6 +54,21 @@ def test_quick_suite_writes_results(tmp_path):
     assert f"; rerun {rerun['rerun'][0]}." in (tmp_path / "results.md").read_text()
 
 
+def test_only_picks_the_instance_named_exactly_else_every_name_that_contains_the_text():
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.instances import matching, standard
+
+    instances = standard()
+    names = lambda text: [instances[i].name for i in matching(instances, text)]  # noqa: E731
+    # The 1.125x row's name contains the unlimited one's; the exact name picks that one alone.
+    assert names("zb-1.5b fb_overlap 36.756") == ["zb-1.5b fb_overlap 36.756"]
+    assert names("fb_overlap 36.756") == ["zb-1.5b fb_overlap 36.756", "zb-1.5b fb_overlap 36.756 1.125x"]
+    assert names("zb-1.5b 1x span") == ["zb-1.5b 1x span"]
+    assert len(names("span")) == 32 and "zb-1.5b 1x makespan" in names("span")  # every makespan too
+    assert names("no such") == []
+
+
 def test_runs_are_called_apart_only_when_both_speed_measures_differ_the_same_way(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     from benchmarks.speed import speed_apart
