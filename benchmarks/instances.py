@@ -124,5 +124,6 @@ def matching(instances: list[Instance], text: str) -> list[int]:
     exact = [i for i, instance in enumerate(instances) if instance.name == text]
     return exact or [i for i, instance in enumerate(instances) if text in instance.name]
 
+
 # Build time and memory against ops count: uniform single, M chosen for about n ops.
 SCALING_OPS = (1_000, 5_000, 25_000, 100_000)
