@@ -54,9 +54,8 @@ def test_quick_suite_writes_results(tmp_path):
     assert f"; rerun {rerun['rerun'][0]}." in (tmp_path / "results.md").read_text()
 
 
-def test_only_picks_the_instance_named_exactly_else_every_name_that_contains_the_text():
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
+def test_only_picks_the_instance_named_exactly_else_every_name_that_contains_the_text(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
     from benchmarks.instances import matching, standard
 
     instances = standard()
