@@ -1,11 +1,13 @@
 """Compare CP-SAT parameter settings on chosen benchmark instances; write parameters.md.
 
     python benchmarks/parameters.py [--time-limit 60] [--workers 2] [--suite standard] [--only NAME ...]
+                                    [--settings NAME ...] [--seeds 0,1,2,3] [--out FILE]
 
-Each (instance, setting) runs in a fresh process through the same code as `run.py`, with
-the setting's parameters applied to every CpSolver the solve creates. Parameters that
+Each (instance, setting, seed) runs in a fresh process through the same code as `run.py`,
+with the setting's parameters applied to every CpSolver the solve creates. Parameters that
 zbsolve sets itself (time limit, workers, seed) are left to it; a list is added to the
-parameter's own (CP-SAT's repeated fields).
+parameter's own (CP-SAT's repeated fields). With several workers a run does not repeat, so
+`--seeds` runs every cell once per seed and adds a table of each cell's mean and range.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ SETTINGS = {
     # Objective shaving ("is there a schedule of at most X?" under a small work limit) leads
     # the search; with 2 workers it takes the one full-problem worker from the portfolio.
     "objective shaving": {"extra_subsolvers": ["objective_shaving"]},
+    # F&B pair models search by LNS alone (`mirror`); its improvements came in steps of about
+    # one pair's saving on 1.5B, as if stuck between pair counts: do varied LNS settings help?
+    "diversified LNS": {"diversify_lns_params": True},
+    # On 14.6B with pairs presolve took 4.1 s before the search began, 1.2 s with one round
+    # (its second probing found 2 new bounds): does the search gain by the time?
+    "one presolve round": {"max_presolve_iterations": 1},
 }
 
 INSTANCES = ("zb-1.5b 1.25x makespan", "zb-1.5b 1.25x span", "zb-14.6b 1.25x span", "zb-1.5b vshape 1x",
@@ -55,13 +63,13 @@ def tuned_solver_class(parameters: dict) -> type:
     return Tuned
 
 
-def run_with(parameters: dict, suite: str, index: int, time_limit: float, workers: int) -> dict:
+def run_with(parameters: dict, suite: str, index: int, time_limit: float, workers: int, seed: int = 0) -> dict:
     import zbsolve.solvers.cpsat.model as cpsat_model
 
     cpsat_model.cp_model.CpSolver = tuned_solver_class(parameters)
     if "linearization_level" in parameters:  # the setting, not zbsolve's choice by model size
         cpsat_model.LP_FREE_FROM_OPS = float("inf")
-    return run_instance(suite, index, time_limit, workers, "cpsat")
+    return run_instance(suite, index, time_limit, workers, "cpsat", seed=seed)
 
 
 def main() -> int:
@@ -73,6 +81,8 @@ def main() -> int:
                                                   "all of another suite)")
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS),
                         help="settings to run (default: all)")
+    parser.add_argument("--seeds", type=seed_list, default=[0], help="CP-SAT seeds, comma-separated: each cell "
+                                                                      "runs once per seed (default 0)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "parameters.md"))
     args = parsed(parser)
     names = [instance.name for instance in SUITES[args.suite]()]
@@ -85,28 +95,70 @@ def main() -> int:
     for name in chosen:
         index = names.index(name)
         for setting in args.settings:
-            parameters = SETTINGS[setting]
-            print(f"{name} / {setting} ...", end=" ", flush=True)
-            row = in_child(run_with, parameters, args.suite, index, args.time_limit, args.workers)
-            row.update(setting=setting, instance=name)
-            print(row.get("error") or f"{fmt(row['solved'])} (gap {row['gap']:.2%}, {row['total_s']} s)", flush=True)
-            rows.append(row)
+            for seed in args.seeds:
+                print(f"{name} / {setting} / seed {seed} ...", end=" ", flush=True)
+                row = in_child(run_with, SETTINGS[setting], args.suite, index, args.time_limit, args.workers, seed)
+                row.update(setting=setting, instance=name, seed=seed)
+                print(row.get("error") or f"{fmt(row['solved'])} (gap {row['gap']:.2%}, {row['total_s']} s)",
+                      flush=True)
+                rows.append(row)
+    Path(args.out).write_text("\n".join(report(args, rows)) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def seed_list(text: str) -> list[int]:
+    from zbsolve.solvers import MAX_SEED
+
+    try:
+        seeds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, got {text!r}") from None
+    if any(not 0 <= seed <= MAX_SEED for seed in seeds) or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"seeds must be distinct integers from 0 to {MAX_SEED}, got {text!r}")
+    return seeds
+
+
+def report(args: argparse.Namespace, rows: list[dict]) -> list[str]:
+    """The markdown: every run, then (with several seeds) each cell's mean and range."""
     m = machine()
+    runs = "One run per cell" if len(args.seeds) == 1 else f"One run per cell and seed ({len(args.seeds)} seeds)"
     lines = [
         "# CP-SAT parameter settings", "",
         f"{args.time_limit:g} s per solve, {args.workers} worker(s); run "
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}. Machine: {m['cpu']}, {m['cores']} cores; "
-        f"OR-Tools {m['ortools']}. One run per cell: with more than one worker the search is not "
+        f"OR-Tools {m['ortools']}. {runs}: with more than one worker the search is not "
         "repeatable, so differences of a few hundredths of a percent are noise.", "",
     ]
     lines += markdown_table(
-        ["instance", "setting", "solved", "bound", "gap", "status", "best (s)", "total (s)"],
-        [[row["instance"], row["setting"], f"error: {row['error']}"] if "error" in row else
-         [row["instance"], row["setting"], fmt(row["solved"]), fmt(row["bound"]), f"{row['gap']:.2%}",
+        ["instance", "setting", "seed", "solved", "bound", "gap", "status", "best (s)", "total (s)"],
+        [[row["instance"], row["setting"], row["seed"], f"error: {row['error']}"] if "error" in row else
+         [row["instance"], row["setting"], row["seed"], fmt(row["solved"]), fmt(row["bound"]), f"{row['gap']:.2%}",
           row["status"], row["best_solution_s"], row["total_s"]] for row in rows])
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    if len(args.seeds) > 1:
+        lines += ["", "Each cell over its seeds (runs that ended in an error left out):", ""]
+        lines += markdown_table(["instance", "setting", "runs", "mean solved", "best", "worst", "mean gap"],
+                                cell_summary(rows))
+    return lines
+
+
+def cell_summary(rows: list[dict]) -> list[list]:
+    """Per (instance, setting), in the order first run: runs, mean, least and most solved
+    value, and mean gap."""
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        cells.setdefault((row["instance"], row["setting"]), []).append(row)
+    summary = []
+    for (instance, setting), runs in cells.items():
+        done = [row for row in runs if "error" not in row]
+        if not done:
+            summary.append([instance, setting, 0, "-", "-", "-", "-"])
+            continue
+        values = [row["solved"] for row in done]
+        gap = sum(row["gap"] for row in done) / len(done)
+        summary.append([instance, setting, len(done), fmt(sum(values) / len(values)), fmt(min(values)),
+                        fmt(max(values)), f"{gap:.2%}"])
+    return summary
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def _peak_rss_mb() -> float:
 
 
 def run_instance(suite: str, index: int, time_limit: float, workers: int, solver: str,
-                 deterministic: bool | None = None) -> dict:
+                 deterministic: bool | None = None, seed: int = 0) -> dict:
     from zbsolve.limits import op_count
     from zbsolve.ops import OpGraph
     from zbsolve.solvers import best_fitting_baseline, solve
@@ -74,7 +74,8 @@ def run_instance(suite: str, index: int, time_limit: float, workers: int, solver
             seen["value"], seen["best"] = value, now
 
     t0 = time.monotonic()
-    solved = solve(problem, solver, time_limit=limit, workers=workers, progress=progress, deterministic=deterministic)
+    solved = solve(problem, solver, time_limit=limit, workers=workers, progress=progress, deterministic=deterministic,
+                   seed=seed)
     total = time.monotonic() - t0
     value = solved.value
     if seen["value"] is None or value < seen["value"] - 1e-9:  # the warm start won, or no backend ran

@@ -84,20 +84,29 @@ def test_runs_are_called_apart_only_when_both_speed_measures_differ_the_same_way
 
 def test_parameter_study_runs_the_settings_asked(tmp_path):
     # A small instance that reaches CP-SAT (the starting schedule does not meet the bound).
-    # Two of the five settings (each solve is a child process of several seconds); that every
-    # setting reaches the solver: the test below.
+    # Two of the settings, two seeds each (each solve is a child process of about a second);
+    # that every setting reaches the solver: the test below.
     out = tmp_path / "parameters.md"
     settings = ["default", "objective shaving"]
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "parameters.py"), "--time-limit", "10", "--workers", "1",
-         "--only", "uniform P=4 M=8 fb_overlap 2.4", "--settings", *settings, "--out", str(out)],
+         "--only", "uniform P=4 M=8 fb_overlap 2.4", "--settings", *settings, "--seeds", "0,5", "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     rows = [line for line in out.read_text().splitlines() if line.startswith("| uniform P=4 M=8 fb_overlap 2.4 |")]
-    assert len(rows) == len(settings)
-    for row, setting in zip(rows, settings):
-        assert f"| {setting} | 23 | 23 | 0.00% | optimal |" in row
+    runs = [(setting, seed) for setting in settings for seed in (0, 5)]
+    assert len(rows) == len(runs) + len(settings)
+    for row, (setting, seed) in zip(rows, runs):
+        assert f"| {setting} | {seed} | 23 | 23 | 0.00% | optimal |" in row
+    for row, setting in zip(rows[len(runs):], settings):  # each cell over its two seeds
+        assert row.endswith(f"| {setting} | 2 | 23 | 23 | 23 | 0.00% |")
+    for seeds in ("0,0", "1,x", "-1"):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "parameters.py"), "--seeds", seeds, "--out", str(out)],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert done.returncode == 2 and "argument --seeds: seeds must be" in done.stderr, done.stderr
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "parameters.py"), "--suite", "bound-gap", "--only", "no such",
          "--out", str(out)], capture_output=True, text=True, timeout=60,
