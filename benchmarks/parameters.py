@@ -143,8 +143,8 @@ def report(args: argparse.Namespace, rows: list[dict]) -> list[str]:
 
 
 def cell_summary(rows: list[dict]) -> list[list]:
-    """Per (instance, setting), in the order first run: runs, mean, least and most solved
-    value, and mean gap."""
+    """Per (instance, setting), in the order they first ran: the runs without an error, and
+    their mean, least and most solved value and mean gap."""
     cells: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         cells.setdefault((row["instance"], row["setting"]), []).append(row)

@@ -114,6 +114,21 @@ def test_parameter_study_runs_the_settings_asked(tmp_path):
     assert done.returncode == 2 and "not in the bound-gap suite: 'no such'" in done.stderr
 
 
+def test_parameter_study_sums_up_each_cell_over_its_seeds(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.parameters import cell_summary
+
+    rows = [
+        {"instance": "a", "setting": "default", "seed": 0, "solved": 10.0, "gap": 0.1},
+        {"instance": "a", "setting": "tuned", "seed": 0, "error": "crashed"},
+        {"instance": "a", "setting": "default", "seed": 1, "solved": 12.5, "gap": 0.2},
+        {"instance": "a", "setting": "default", "seed": 2, "error": "crashed"},
+        {"instance": "a", "setting": "tuned", "seed": 1, "error": "crashed"},
+    ]
+    assert cell_summary(rows) == [["a", "default", 2, "11.25", "10", "12.5", "15.00%"],
+                                  ["a", "tuned", 0, "-", "-", "-", "-"]]
+
+
 def test_parameter_settings_reach_the_solver(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     from benchmarks.parameters import SETTINGS, tuned_solver_class
