@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import fmt, in_child, machine, markdown_table, parsed, run_instance  # noqa: E402
+from benchmarks.run import fmt, in_child, integer_list, machine, markdown_table, parsed, run_instance  # noqa: E402
 
 SETTINGS = {
     "default": {},
@@ -110,12 +110,9 @@ def main() -> int:
 def seed_list(text: str) -> list[int]:
     from zbsolve.solvers import MAX_SEED
 
-    try:
-        seeds = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, got {text!r}") from None
-    if any(not 0 <= seed <= MAX_SEED for seed in seeds) or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"seeds must be distinct integers from 0 to {MAX_SEED}, got {text!r}")
+    seeds = integer_list(text, "seeds", 0, MAX_SEED)
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"seeds must be distinct, got {text!r}")
     return seeds
 
 

@@ -46,6 +46,19 @@ def parsed(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return args
 
 
+def integer_list(text: str, what: str, least: int, most: int | None = None) -> list[int]:
+    """The integers of a comma-separated option, each from `least` to `most` (no top when
+    None); else an argparse error that names them `what`."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} must be integers, got {text!r}") from None
+    if any(value < least or (most is not None and value > most) for value in values):
+        span = f">= {least}" if most is None else f"from {least} to {most}"
+        raise argparse.ArgumentTypeError(f"{what} must be integers {span}, got {text!r}")
+    return values
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 

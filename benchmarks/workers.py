@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.instances import SUITES  # noqa: E402
-from benchmarks.run import fmt, in_child, machine, parsed, run_instance  # noqa: E402
+from benchmarks.run import fmt, in_child, integer_list, machine, parsed, run_instance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -204,13 +204,7 @@ def report(args: argparse.Namespace) -> int:
 
 
 def counts_list(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"worker counts must be integers, got {text!r}") from None
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"worker counts must be integers >= 1, got {text!r}")
-    return counts
+    return integer_list(text, "worker counts", 1)
 
 
 def main() -> int:
