@@ -280,6 +280,17 @@ def test_console_script_runs_in_a_fresh_process():
     assert result.returncode == 2 and "no such file" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_version_names_zbsolve_and_its_solvers(capsys):
+    from importlib.metadata import version
+
+    import zbsolve
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0
+    assert out.strip() == (f"zbsolve {zbsolve.__version__} (ortools {version('ortools')}, pulp {version('pulp')})")
+    assert zbsolve.__version__ == version("zbsolve")  # the package's and the installed metadata's agree
+
+
 @pytest.mark.parametrize("args, expected", [
     (["solve", "-p", "4", "-m", "8", "--memory", "1x", "--time-limit", "2"], ["gpipe", "1f1b", "zb-h1", "zb-h2"]),
     (["compare", "-p", "4", "-m", "8", "--placement", "vshape", "--time-limit", "2"], ["zb-v", "dualpipev", "1f1b"]),

@@ -42,10 +42,27 @@ def build_parser() -> _Parser:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=_versions(),
+                        help="print the versions of zbsolve and its solvers and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.register(sub, EXIT_CODES)
     parser.commands = sub.choices
     return parser
+
+
+def _versions() -> str:
+    """zbsolve's version and those of the solvers it runs: a solve's result depends on them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from zbsolve import __version__
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"zbsolve {__version__} (ortools {installed('ortools')}, pulp {installed('pulp')})"
 
 
 class _OutlivesItsReader:
