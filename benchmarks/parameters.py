@@ -37,6 +37,7 @@ SETTINGS = {
     "objective shaving": {"extra_subsolvers": ["objective_shaving"]},
     # F&B pair models search by LNS alone (`mirror`); its improvements came in steps of about
     # one pair's saving on 1.5B, as if stuck between pair counts: do varied LNS settings help?
+    # They did there (parameters_pairs/), and zbsolve now sets it itself on those models.
     "diversified LNS": {"diversify_lns_params": True},
     # On 14.6B with pairs presolve took 4.1 s before the search began, 1.2 s with one round
     # (its second probing found 2 new bounds): does the search gain by the time?
