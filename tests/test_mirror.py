@@ -162,6 +162,20 @@ def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(
         assert (solved.solver.status, solved.metrics.makespan) == ("optimal", 32)
 
 
+def test_the_mirrored_search_varies_its_neighbourhoods_only_with_pairs(monkeypatch):
+    """Where the mirrored phase searches only (above `SEARCH_ONLY_ABOVE_OPS`), a pair model's
+    LNS varies its parameters; without pairs, and in the whole model, CP-SAT's default."""
+    solvers = recorded(monkeypatch, "_solver")
+    monkeypatch.setattr(cpsat_model.mirror, "SEARCH_ONLY_ABOVE_OPS", 95)
+    monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", 97)  # the whole model follows in both
+    for extra, diversified in (({"fb_overlap": 2.4}, True), ({}, False)):
+        solvers.clear()
+        problem = uniform(4, 8, placement="bidirectional", memory="0.5x", **extra)  # 96 ops
+        validate(solve(problem, "cpsat", time_limit=4, workers=1))
+        assert [(s.parameters.use_lns_only, s.parameters.diversify_lns_params) for s in solvers] == [
+            (True, diversified), (False, False)]
+
+
 def test_large_pair_models_answer_with_the_mirrored_phase_alone(monkeypatch):
     """`ALONE_FROM_OPS` (pair models): no whole model after the mirrored phase. Here the best
     mirror image (33) is not optimal (32), which is why only large models skip the whole model."""
