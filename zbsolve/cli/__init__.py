@@ -42,12 +42,21 @@ def build_parser() -> _Parser:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=_versions(),
+    parser.add_argument("--version", action=_PrintVersions, nargs=0,
                         help="print the versions of zbsolve and its solvers and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.register(sub, EXIT_CODES)
     parser.commands = sub.choices
     return parser
+
+
+class _PrintVersions(argparse.Action):
+    """argparse's own version action wants the text up front; looking the versions up
+    (about 20 ms) is left to the one command line that asks for them."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        sys.stdout.write(_versions() + "\n")
+        parser.exit()
 
 
 def _versions() -> str:

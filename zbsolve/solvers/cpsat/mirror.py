@@ -30,14 +30,13 @@ MIRROR_SHARE = 0.9
 # 1049.15, 1049.33; DualPipe's placement at 1x without pairs, 1.5B 1183.75, 1174.11 against
 # 1168.24, 1173.78, 6.2B 2004.33, 2043.65 against 2002.06, 1992.97. Small models keep the
 # full search: it proves at once and hands the rest of the limit on.
-SEARCH_ONLY_ABOVE_OPS = 400
 # Where that LNS runs on F&B pairs its neighbourhoods vary their CP-SAT parameters
 # (diversify_lns_params): improvements there came in steps of about one pair's saving, as
 # if stuck between pair counts. 60 s, 2 workers, seeds 0-7, ms (benchmarks/parameters_pairs*):
 # 1.5B with pairs mean 1044.91 (1040.91 to 1049.03) against 1051.70 (1047.84 to 1057.46);
 # at 1.125x 1049.05 (1042.76 to 1057.77) against 1050.60 (1048.55 to 1057.61); 14.6B with
 # pairs 1418.81 (1416.12 to 1423.21) against 1418.02 (1414.37 to 1421.80), within its spread.
-DIVERSE_LNS_WITH_PAIRS = True
+SEARCH_ONLY_ABOVE_OPS = 400
 # From this many ops with F&B pairs the mirrored phase takes the whole limit and its best
 # schedule is the answer (without pairs window search runs there instead, as a rule). On
 # 14.6B with pairs (2,304 ops, 60 s, 2 workers) the whole model after it never improved on

@@ -346,8 +346,8 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     mirror.add_mirror(model, start, pairs.literal if pairs else {}, twin)
     solver = _solver(data, limit, deadline)
     solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
-    if solver.parameters.use_lns_only and data.pair_duration is not None:
-        solver.parameters.diversify_lns_params = mirror.DIVERSE_LNS_WITH_PAIRS
+    # With F&B pairs that LNS varies its parameters (measured: see mirror.SEARCH_ONLY_ABOVE_OPS).
+    solver.parameters.diversify_lns_params = solver.parameters.use_lns_only and data.pair_duration is not None
     code = _run(data, solver, model, _Progress(data, start, pairs, bounds=False))
     spent = _spent(data, solver)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
