@@ -42,6 +42,12 @@ SETTINGS = {
     # On 14.6B with pairs presolve took 4.1 s before the search began, 1.2 s with one round
     # (its second probing found 2 new bounds): does the search gain by the time?
     "one presolve round": {"max_presolve_iterations": 1},
+    # Solutions with every task as early as the others allow: do time-window neighbourhoods
+    # of the pair LNS then find more room? (Not seen: parameters_pairs/push-and-violation-ls.md.)
+    "push toward start": {"push_all_tasks_toward_start": True},
+    # One violation local search worker beside the LNS: does it step across pair counts?
+    # (Not seen either, same file.)
+    "violation ls": {"num_violation_ls": 1},
 }
 
 INSTANCES = ("zb-1.5b 1.25x makespan", "zb-1.5b 1.25x span", "zb-14.6b 1.25x span", "zb-1.5b vshape 1x",
