@@ -36,6 +36,8 @@ MIRROR_SHARE = 0.9
 # 1.5B with pairs mean 1044.91 (1040.91 to 1049.03) against 1051.70 (1047.84 to 1057.46);
 # at 1.125x 1049.05 (1042.76 to 1057.77) against 1050.60 (1048.55 to 1057.61); 14.6B with
 # pairs 1418.81 (1416.12 to 1423.21) against 1418.02 (1414.37 to 1421.80), within its spread.
+# A repeat of seeds 0-3 on 1.5B went the other way (1050.32 against 1047.37): over twelve
+# runs of each, 1046.71 against 1050.26 ms.
 SEARCH_ONLY_ABOVE_OPS = 400
 # From this many ops with F&B pairs the mirrored phase takes the whole limit and its best
 # schedule is the answer (without pairs window search runs there instead, as a rule). On
