@@ -5,8 +5,11 @@
 
 Each (instance, setting, seed) runs in a fresh process through the same code as `run.py`,
 with the setting's parameters applied to every CpSolver the solve creates. Parameters that
-zbsolve sets itself (time limit, workers, seed) are left to it; a list is added to the
-parameter's own (CP-SAT's repeated fields). With several workers a run does not repeat, so
+zbsolve sets itself on a solver after creating it win over a setting (time limit, workers,
+seed everywhere; with F&B pairs the probing limit; in the mirrored phase use_lns_only and
+diversify_lns_params, see zbsolve/solvers/cpsat/model.py), except linearization_level,
+whose setting replaces zbsolve's rule by model size; a list is added to the parameter's own
+(CP-SAT's repeated fields). With several workers a run does not repeat, so
 `--seeds` runs every cell once per seed and adds a table of each cell's mean and range.
 """
 
@@ -37,7 +40,8 @@ SETTINGS = {
     "objective shaving": {"extra_subsolvers": ["objective_shaving"]},
     # F&B pair models search by LNS alone (`mirror`); its improvements came in steps of about
     # one pair's saving on 1.5B, as if stuck between pair counts: do varied LNS settings help?
-    # They did there (parameters_pairs/), and zbsolve now sets it itself on those models.
+    # They did there (parameters_pairs/), and zbsolve now sets it itself in that phase: there
+    # this setting changes nothing (and without pairs zbsolve's False wins).
     "diversified LNS": {"diversify_lns_params": True},
     # On 14.6B with pairs presolve took 4.1 s before the search began, 1.2 s with one round
     # (its second probing found 2 new bounds): does the search gain by the time?
