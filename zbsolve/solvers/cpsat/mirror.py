@@ -40,7 +40,8 @@ MIRROR_SHARE = 0.9
 # runs of each, 1046.71 against 1050.26 ms.
 SEARCH_ONLY_ABOVE_OPS = 400
 # From this many ops with F&B pairs the mirrored phase takes the whole limit and its best
-# schedule is the answer (without pairs window search runs there instead, as a rule). On
+# schedule is the answer, with pair window search once it stalls (`pair_window`); without
+# pairs window search runs there instead, as a rule. On
 # 14.6B with pairs (2,304 ops, 60 s, 2 workers) the whole model after it never improved on
 # it in four runs (seeds 0-3) and its presolve took one solve 3.4 s past its limit; alone,
 # seeds 0-2 gave 1433.62, 1431.91 and 1427.42 ms against 1434.08, 1432.49 and 1431.91. On

@@ -10,7 +10,7 @@ from ortools.sat.python import cp_model
 
 from zbsolve.solvers.base import BackendResult, SolveInput, joined_notes
 
-from . import mirror, relaxed, window
+from . import mirror, pair_window, relaxed, window
 from .counted import add_counted_memory, planned
 from .hints import Derived, add_hint
 from .memory import add_memory
@@ -21,6 +21,15 @@ from .pairs import Pairs, occupancy
 # 2606.99 (6.2B), 14.6B 1.25x span 1639.42 against 1641.88; no instance above 1,000 ops did
 # worse (benchmarks/parameters.md). Small models keep it: their proofs may need its bound.
 LP_FREE_FROM_OPS = 1000
+# Where the mirror-image search with F&B pairs is the answer, it hands the rest of the limit
+# to pair window search after this share of the limit without a better schedule, but not
+# before the second share has passed (`pair_window`). 60 s, 2 workers, 1.5B with pairs at
+# 1.125x: 13 of 15 runs ended at 1041.66-1042.89 ms, where the LNS alone mostly stopped at
+# 1049.15-1050.37; a fixed last 30% cost 14.6B most (1420.75-1427.65 ms over seeds 0-3,
+# against 1418.03-1423.21), and stops before half the limit gave its two worst runs
+# (benchmarks/parameters_pairs/pair-window.md).
+PAIR_WINDOW_STALL = 0.15
+PAIR_WINDOW_NOT_BEFORE = 0.5
 WINDOW_SHARE = 0.5  # of the limit left to the window search, where it runs (see `window`)
 WINDOW_FROM_OPS = 1000  # measured on 1,152 to 9,216 ops
 # Presolve probing's work limit with F&B pairs (CP-SAT's default is 1.0). Its work measure
@@ -135,8 +144,10 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         self.bounds = bounds  # False for a restricted model: its bound says nothing of the problem,
         # so the problem's own lower bound is shown instead
         self.t0 = time.monotonic() if t0 is None else t0  # the whole solve's, across its phases
+        self.last_gain = time.monotonic()  # when the latest solution came (or the search began)
 
     def on_solution_callback(self) -> None:
+        self.last_gain = time.monotonic()
         if self.data.stop.is_set():
             self.StopSearch()
         # Kept for a solve that must leave the search behind at its time limit.
@@ -176,7 +187,13 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
         return BackendResult("optimal", None, None, raised, time.monotonic() - t0, message=joined_notes(
             note, "the starting schedule meets it"))
     limit = max(1.0, limit - spent)
-    mirrored = None if windows else _search_mirrored(data, limit * (1.0 if alone else mirror.MIRROR_SHARE), deadline)
+    # Where the mirrored phase is the answer, pair window search takes over when it stalls (on
+    # the clock, for the makespan).
+    stall = None
+    if alone and not data.deterministic and data.objective == "makespan":
+        stall = (limit * PAIR_WINDOW_STALL, limit * PAIR_WINDOW_NOT_BEFORE)
+    mirrored = None if windows else _search_mirrored(
+        data, limit * (1.0 if alone else mirror.MIRROR_SHARE), deadline, stall=stall)
     if mirrored is not None and mirrored.starts is not None:
         if mirrored.objective <= data.lower_bound():  # proven by the problem's own bound
             mirrored.status, mirrored.message = "optimal", "the mirror-image schedule meets the lower bound"
@@ -330,10 +347,14 @@ def _clock_note(data: SolveInput, solver: cp_model.CpSolver, limit: float, searc
             f"{response.deterministic_time:.2f} of its {limit:.3g} work units: it may not repeat exactly")
 
 
-def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = None) -> BackendResult | None:
+def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = None,
+                     stall: tuple[float, float] | None = None) -> BackendResult | None:
     """The best mirror-image schedule found within `limit`; it becomes the hint of the
     whole model, or the answer where none follows. None when the problem has no mirror symmetry.
     `wall_time` is the share of the limit spent (the work measure when deterministic).
+    With `stall` (F&B pairs; seconds, earliest), a search that goes that many seconds without
+    a better schedule, once `earliest` seconds have passed, stops and pair window search takes
+    the rest of the limit (`pair_window`).
     The starting schedule hints it even when that is not its own mirror image and so no
     solution of it (the list scheduler's, on DualPipe's placement): on 6.2B at 1x without
     pairs (60 s, seeds 0-3) such solves ended at 1992.27-1992.79 ms, against 2005.63-2129.37
@@ -348,15 +369,45 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
     # With F&B pairs that LNS varies its parameters (measured: see mirror.SEARCH_ONLY_ABOVE_OPS).
     solver.parameters.diversify_lns_params = solver.parameters.use_lns_only and data.pair_duration is not None
-    code = _run(data, solver, model, _Progress(data, start, pairs, bounds=False))
+    progress = _Progress(data, start, pairs, bounds=False)
+    stalled = _watch_stall(solver, progress, *stall) if stall is not None and pairs is not None else None
+    try:
+        code = _run(data, solver, model, progress)
+    finally:
+        if stalled is not None:
+            stalled.finished.set()
     spent = _spent(data, solver)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return BackendResult("unknown", None, None, None, spent)
     starts = {op: solver.Value(var) for op, var in start.items()}
     chosen = pairs.chosen(solver) if pairs is not None else []
+    value, note = int(solver.ObjectiveValue()), _clock_note(data, solver, limit, "mirror-image search")
+    if stalled is not None and stalled.is_set() and limit - spent >= 1.0 and not data.stop.is_set():
+        began = time.monotonic()
+        starts, chosen, value, found = _pair_windows(data, (model, start, pairs), (starts, chosen, value),
+                                                     limit - spent, progress.t0)
+        note = joined_notes(f"mirror-image search stopped after {spent:.1f} s, {stall[0]:.1f} s without a "
+                            "better schedule", found)
+        spent += time.monotonic() - began
     data.hint, data.hint_pairs = starts, set(chosen)
-    return BackendResult("feasible", starts, int(solver.ObjectiveValue()), None, spent, pairs=chosen,
-                         message=_clock_note(data, solver, limit, "mirror-image search"))
+    return BackendResult("feasible", starts, value, None, spent, pairs=chosen, message=note)
+
+
+def _pair_windows(data: SolveInput, mirrored: tuple, schedule: tuple, seconds: float, t0: float):
+    """Pair window search on the mirrored model (model, start variables, pairs) from its
+    schedule (starts, pairs, value): the best schedule the same way, and a note."""
+    starts, chosen, value = schedule
+
+    def better(found: dict, found_value: int, found_pairs: set) -> None:
+        data.best_found = (found, found_value, sorted(found_pairs))  # for a solve left behind at its limit
+        if data.progress:
+            data.progress(data.value(found_value), data.value(data.lower_bound()), time.monotonic() - t0)
+
+    packed, paired, packed_value, steps, improved = pair_window.search(data, *mirrored, starts, chosen, seconds,
+                                                                       better)
+    if packed_value is not None and packed_value <= value:
+        starts, chosen, value = packed, sorted(paired), packed_value
+    return starts, chosen, value, f"pair window search: {improved} improvement(s) in {steps} steps"
 
 
 def _hinted_model(data: SolveInput, pairs_within: int | None = None):
@@ -377,6 +428,32 @@ def _run(data: SolveInput, solver: cp_model.CpSolver, model: cp_model.CpModel, c
         return solver.Solve(model, callback)
     finally:
         stopper.set()
+
+
+class _Stalled(threading.Event):
+    """Set when a search went `seconds` without a better solution and was stopped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished = threading.Event()  # the search is over: stop watching
+
+
+def _watch_stall(solver: cp_model.CpSolver, progress: _Progress, seconds: float, earliest: float) -> _Stalled:
+    """Stop the search once `seconds` pass after its latest solution (or its start), and
+    `earliest` seconds after its start."""
+    stalled = _Stalled()
+    began = time.monotonic()
+
+    def watch() -> None:
+        while not stalled.finished.wait(0.2):
+            now = time.monotonic()
+            if now - progress.last_gain > seconds and now - began >= earliest:
+                stalled.set()
+                solver.StopSearch()
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
+    return stalled
 
 
 def _watch_stop(data: SolveInput, solver: cp_model.CpSolver):

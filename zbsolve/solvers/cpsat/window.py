@@ -9,7 +9,7 @@ device's first start to the longest path reaching its last op); then every op is
 as early as its dependencies and its device's order allow (which keeps memory peaks,
 DESIGN §4.3; for the span each device's first op keeps its start, since starting it
 earlier only lengthens that device's span), and the result is kept when its objective is
-no worse. Not for F&B pairs.
+no worse. F&B pairs have their own search (`pair_window`).
 
 Packing a window early without those paths found one gain in 96 steps over four
 instances; with them, 1.5B V-shape 0.5x fell 1.5-2% in 30 s from where the whole model
@@ -26,7 +26,7 @@ from ortools.sat.python import cp_model
 from zbsolve.ops import Op
 from zbsolve.solvers.base import SolveInput
 
-WINDOW_OPS = 200  # ops freed per step at first; wider after a proven or shortening step, else narrower
+WINDOW_OPS = 200  # ops freed per step at first (see `run_steps`)
 UNREACHABLE = -(1 << 62)  # no path from an op to a device's last op (real paths are >= 0)
 
 
@@ -34,35 +34,47 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
     """Improve `starts` (a valid schedule in solver units) for `seconds` of wall time;
     returns (starts, steps, improvements). `on_better(starts, makespan)` hears of each gain."""
     assert data.pair_duration is None
-    rng = random.Random(data.seed)
     best = compressed(data, starts, releases(data, starts))
     value = data.objective_of(best)
-    size, steps, better = WINDOW_OPS, 0, 0
+    better = 0
+
+    def step(size: int, seconds: float, rng: random.Random) -> bool:
+        nonlocal best, value, better
+        order = sorted(data.ops, key=lambda op: best[op])
+        first = rng.randrange(max(1, len(order) - size + 1))
+        found, proved = _reorder(data, best, order[first:first + size], seconds, rng.randrange(1 << 30))
+        candidate = None if found is None else compressed(data, found, releases(data, found))
+        new = None if candidate is None else data.objective_of(candidate)
+        shorter = new is not None and new < value
+        if new is not None and new <= value:
+            if shorter:
+                better += 1
+                on_better(candidate, new)
+            best, value = candidate, new
+        # A window that ran out of time but still shortened the schedule is not too wide:
+        # on 1.5B V-shape 0.5x most gains came from such steps, and shrinking after them
+        # left 1451.00-1456.38 ms (60 s, 2 workers, seeds 0-3) against 1448.70-1453.07.
+        return proved or shorter
+
+    steps = run_steps(data, seconds, WINDOW_OPS, step)
+    return best, steps, better
+
+
+def run_steps(data: SolveInput, seconds: float, size: int, step) -> int:
+    """Call `step(size, seconds, rng)` until `seconds` of wall time pass or the solve is
+    stopped, each with at most 2 s; the window widens after a step that returns True (it
+    was proven or shortened the schedule) and narrows after the others. Returns the count."""
+    rng = random.Random(data.seed)
+    steps = 0
     began = time.monotonic()
     while not data.stop.is_set():
         left = seconds - (time.monotonic() - began)
         if left < 0.5:
             break
-        order = sorted(data.ops, key=lambda op: best[op])
-        first = rng.randrange(max(1, len(order) - size + 1))
-        free = order[first:first + size]
-        found, proved = _reorder(data, best, free, min(left, 2.0), rng.randrange(1 << 30))
+        grows = step(size, min(left, 2.0), rng)
         steps += 1
-        candidate = None if found is None else compressed(data, found, releases(data, found))
-        new = None if candidate is None else data.objective_of(candidate)
-        # A window that ran out of time but still shortened the schedule is not too wide:
-        # on 1.5B V-shape 0.5x most gains came from such steps, and shrinking after them
-        # left 1451.00-1456.38 ms (60 s, 2 workers, seeds 0-3) against 1448.70-1453.07.
-        grows = proved or (new is not None and new < value)
         size = min(len(data.ops), int(size * 1.2)) if grows else max(20, int(size * 0.8))
-        if new is None:
-            continue
-        if new <= value:
-            if new < value:
-                better += 1
-                on_better(candidate, new)
-            best, value = candidate, new
-    return best, steps, better
+    return steps
 
 
 def releases(data: SolveInput, starts: dict[Op, int]) -> dict[Op, int]:
@@ -123,11 +135,7 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], seconds: f
         _longest_span(model, data, starts, chosen, start, after, high)
     for op in free:
         model.AddHint(start[op], starts[op])
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = seconds
-    solver.parameters.num_workers = int(data.workers)
-    solver.parameters.random_seed = seed
-    solver.parameters.catch_sigint_signal = False
+    solver = step_solver(data, seconds, seed)
     code = solver.Solve(model)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False
@@ -141,13 +149,28 @@ def _latest_end(model, data: SolveInput, free: list[Op], start, after: dict[Op, 
     worst = model.NewIntVar(0, latest, "")
     for op in free:
         model.Add(worst >= start[op] + data.duration[op] + after[op])
-    # The latest end first; among equals, everything as early as it goes (when the weighted
-    # sum stays within CP-SAT's 64-bit integers).
-    weight = len(free) * (high - low) + 1
+    prefer_early(model, worst, list(start.values()), low, high - low, latest)
+
+
+def prefer_early(model, worst, starts: list, low: int, spread: int, latest: int) -> None:
+    """Minimise `worst` (at most `latest`) first; among equals, every start (at least `low`,
+    at most `spread` later) as early as it goes, when the weighted sum stays within
+    CP-SAT's 64-bit integers."""
+    weight = len(starts) * spread + 1
     if weight * latest < 2**62:
-        model.Minimize(worst * weight + sum(var - low for var in start.values()))
+        model.Minimize(worst * weight + sum(var - low for var in starts))
     else:
         model.Minimize(worst)
+
+
+def step_solver(data: SolveInput, seconds: float, seed: int) -> cp_model.CpSolver:
+    """A solver for one step: `seconds` of wall time, the solve's workers, its own seed."""
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.num_workers = int(data.workers)
+    solver.parameters.random_seed = seed
+    solver.parameters.catch_sigint_signal = False
+    return solver
 
 
 def _longest_span(model, data: SolveInput, starts, chosen: set[Op], start, after: dict[Op, list[int]],

@@ -1,0 +1,193 @@
+"""Window search with F&B pairs: re-order one window of time of the mirrored model.
+
+Where the mirror-image search is the answer (`mirror.ALONE_FROM_OPS`) and stalls, it hands
+the rest of the limit to this search, which works like `window` on that model: each step
+clones it, fixes every op outside a window of time of the best schedule (and the pairing
+of every two fixed halves), and minimises the latest end of the window's ops plus the
+longest path from there to the end through the fixed ops; then every op is re-timed as
+early as its dependencies, the model's memory-implied edges and its device's order allow,
+a pair's halves together (each device keeps its order of ops, so its memory profile keeps
+its levels), and the result is kept when no longer. Mirror images start together, so a
+window of time holds both halves of the symmetry and the step stays a mirror image.
+The mirrored LNS tends to stop on plateaus (1.5B with pairs at 1.125x: five of eight 60 s
+runs ended between 1049.15 and 1050.37 ms); with these steps 13 of 15 runs ended between
+1041.66 and 1042.89 (README, *How a solve works* step 4)."""
+
+from __future__ import annotations
+
+import random
+
+from ortools.sat.python import cp_model
+
+from zbsolve.ops import Op
+from zbsolve.solvers.base import SolveInput
+
+from .window import prefer_early, run_steps, step_solver
+
+WINDOW_OPS = 200  # ops whose starts span the first window (see `window.run_steps`)
+
+
+def _own_w(backward: Op) -> Op:
+    return Op("W", backward.pipe, backward.stage, backward.microbatch)
+
+
+def compressed(data: SolveInput, starts: dict[Op, int],
+               pairs: set[tuple[Op, Op]]) -> tuple[dict[Op, int], dict[Op, int]] | None:
+    """Every op as early as its dependencies, the model's implied edges and its device's
+    order allow, a pair's halves starting together and a W the pair absorbed ending with it:
+    (starts, ends), or None where the order of `starts` does not let the ops be taken in turn."""
+    partner: dict[Op, Op] = {}
+    for f, b in pairs:
+        partner[f], partner[b] = b, f
+    absorbed = {_own_w(b): b for _, b in pairs} if data.split else {}
+    waits = {op: list(data.predecessors[op]) for op in data.ops}
+    for a, b, delay in data.implied:
+        if a.kind != b.kind:  # the model's form of them (`build_model`)
+            waits[b].append((a, delay))
+    free_at = [0] * len(data.device_ops)
+    new: dict[Op, int] = {}
+    end: dict[Op, int] = {}
+
+    def ready(op: Op) -> int | None:
+        if any(p not in end for p, _ in waits[op]):
+            return None
+        return max((end[p] + delay for p, delay in waits[op]), default=0)
+
+    for op in sorted(data.ops, key=lambda op: (starts[op], data.rank[op])):
+        if op in new:
+            continue
+        group = (op, partner[op]) if op in partner else (op,)
+        times = [ready(x) for x in group]
+        if None in times:
+            return None
+        if op in absorbed:  # it occupies nothing; it ends when its pair does
+            new[op], end[op] = max(times[0], end[absorbed[op]]), end[absorbed[op]]
+            continue
+        d = data.graph.device(op)
+        at = max(free_at[d], *times)
+        length = data.pair_duration if op in partner else data.duration[op]
+        for x in group:
+            new[x], end[x] = at, at + length
+        free_at[d] = at + length
+    return new, end
+
+
+def search(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, starts: dict[Op, int],
+           chosen: list[tuple[Op, Op]], seconds: float, on_better):
+    """Improve a schedule of the mirrored `model` (its start variables and `Pairs`) for
+    `seconds` of wall time: (starts, pairs, makespan, steps, improvements), the makespan in
+    solver units. `on_better(starts, makespan, pairs)` hears of each gain."""
+    chosen = set(chosen)
+    packed = compressed(data, starts, chosen)
+    if packed is None:
+        return starts, chosen, None, 0, 0
+    (best, ends), value, better = packed, max(packed[1].values()), 0
+
+    def step(size: int, seconds: float, rng: random.Random) -> bool:
+        nonlocal best, ends, chosen, value, better
+        order = sorted(data.ops, key=best.get)
+        first = rng.randrange(max(1, len(order) - size + 1))
+        low, high = best[order[first]], best[order[min(len(order), first + size) - 1]]
+        free = {op for op in data.ops if low <= best[op] <= high}
+        found = _reorder(data, model, start, pairs, best, ends, chosen, free, seconds, rng.randrange(1 << 30))
+        packed = None if found is None else compressed(data, found[0], found[1])
+        new = None if packed is None else max(packed[1].values())
+        shorter = new is not None and new < value
+        if new is not None and new <= value:
+            if shorter:
+                better += 1
+                on_better(packed[0], new, found[1])
+            (best, ends), chosen, value = packed, found[1], new
+        return (found is not None and found[2]) or shorter
+
+    steps = run_steps(data, seconds, WINDOW_OPS, step)
+    return best, chosen, value, steps, better
+
+
+def _slots(data: SolveInput, starts: dict[Op, int], partner: dict[Op, Op], absorbed) -> list[list[Op]]:
+    """Per device, what occupies it in turn: single ops and pairs (by their F)."""
+    return [sorted((op for op in ops if op not in absorbed and not (op in partner and op.kind != "F")),
+                   key=lambda op: (starts[op], data.rank[op])) for ops in data.device_ops]
+
+
+def _paths_out(data: SolveInput, best, ends, chosen, free: set[Op], high: int) -> dict[Op, int]:
+    """For each freed op, the longest path from its end to the schedule's end through the
+    fixed ops (their dependencies, pairs and order on each device)."""
+    partner: dict[Op, Op] = {}
+    for f, b in chosen:
+        partner[f], partner[b] = b, f
+    absorbed = {_own_w(b) for _, b in chosen} if data.split else set()
+    following: dict[Op, Op] = {}
+    first_after: dict[int, Op] = {}
+    for d, slots in enumerate(_slots(data, best, partner, absorbed)):
+        for a, b in zip(slots, slots[1:]):
+            following[a] = b
+            if a in partner:
+                following[partner[a]] = b
+        later = [op for op in slots if op not in free and best[op] > high]
+        if later:
+            first_after[d] = later[0]
+    tail: dict[Op, int] = {}  # fixed op -> longest path from its start to the end
+    for op in sorted(data.ops, key=lambda op: (-best[op], -data.rank[op])):
+        if op in free or op in tail:
+            continue
+        group = (op, partner[op]) if op in partner else (op,)
+        path = 0
+        for x in group:
+            path = max([path] + [delay + tail[s] for s, delay in data.successors[x] if s in tail])
+            if following.get(x) in tail:
+                path = max(path, tail[following[x]])
+        for x in group:
+            tail[x] = path if x in absorbed else ends[x] - best[x] + path
+    out = {}
+    for op in free:
+        path = max([0] + [delay + tail[s] for s, delay in data.successors[op] if s not in free and s in tail])
+        after = first_after.get(data.graph.device(op))
+        out[op] = max(path, tail.get(after, 0))
+    return out
+
+
+def _reorder(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, best, ends, chosen,
+             free: set[Op], seconds: float, seed: int):
+    """The window's ops re-ordered and re-paired, the rest fixed: (starts, pairs, proven),
+    or None when nothing was found in time."""
+    step = model.Clone()
+    var = {op: step.GetIntVarFromProtoIndex(v.Index()) for op, v in start.items()}
+    literal = {pair: step.GetBoolVarFromProtoIndex(x.Index()) for pair, x in pairs.literal.items()}
+    step.ClearHints()
+    step.ClearObjective()
+    for op in data.ops:
+        if op not in free:
+            step.Add(var[op] == best[op])
+    member: dict[Op, list] = {}
+    for (f, b), x in literal.items():
+        if f not in free and b not in free:
+            step.Add(x == int((f, b) in chosen))
+            continue
+        step.AddHint(x, (f, b) in chosen)
+        member.setdefault(f, []).append(x)
+        member.setdefault(b, []).append(x)
+    after = _paths_out(data, best, ends, chosen, free, max(best[op] for op in free))
+    low, makespan = min(best[op] for op in free), max(ends.values())
+    latest = 2 * makespan + max(after.values()) + 1
+    worst = step.NewIntVar(0, latest, "worst")
+    for op in free:
+        step.AddHint(var[op], best[op])
+        if op.kind != "W" or not data.split:
+            stretch = (data.pair_duration - data.duration[op]) * sum(member.get(op, []))
+            step.Add(worst >= var[op] + data.duration[op] + stretch + after[op])
+            continue
+        # A W counts only where it runs by itself; absorbed, it ends with its pair.
+        backward = Op("B", op.pipe, op.stage, op.microbatch)
+        if backward in free:
+            alone = [x.Not() for x in member.get(backward, [])]
+            step.Add(worst >= var[op] + data.duration[op] + after[op]).OnlyEnforceIf(alone)
+        elif all(backward != b for _, b in chosen):
+            step.Add(worst >= var[op] + data.duration[op] + after[op])
+    prefer_early(step, worst, [var[op] for op in free], low, makespan - low + 1, latest)
+    solver = step_solver(data, seconds, seed)
+    code = solver.Solve(step)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return ({op: solver.Value(v) for op, v in var.items()},
+            {pair for pair, x in literal.items() if solver.BooleanValue(x)}, code == cp_model.OPTIMAL)
