@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from ortools.sat.python import cp_model
 
@@ -370,19 +370,15 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     # With F&B pairs that LNS varies its parameters (measured: see mirror.SEARCH_ONLY_ABOVE_OPS).
     solver.parameters.diversify_lns_params = solver.parameters.use_lns_only and data.pair_duration is not None
     progress = _Progress(data, start, pairs, bounds=False)
-    stalled = _watch_stall(solver, progress, *stall) if stall is not None and pairs is not None else None
-    try:
-        code = _run(data, solver, model, progress)
-    finally:
-        if stalled is not None:
-            stalled.finished.set()
+    stalled = _Stall(progress, *stall) if stall is not None and pairs is not None else None
+    code = _run(data, solver, model, progress, stalled)
     spent = _spent(data, solver)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return BackendResult("unknown", None, None, None, spent)
     starts = {op: solver.Value(var) for op, var in start.items()}
     chosen = pairs.chosen(solver) if pairs is not None else []
     value, note = int(solver.ObjectiveValue()), _clock_note(data, solver, limit, "mirror-image search")
-    if stalled is not None and stalled.is_set() and limit - spent >= 1.0 and not data.stop.is_set():
+    if stalled is not None and stalled.stalled and limit - spent >= 1.0 and not data.stop.is_set():
         began = time.monotonic()
         starts, chosen, value, found = _pair_windows(data, (model, start, pairs), (starts, chosen, value),
                                                      limit - spent, progress.t0)
@@ -421,48 +417,39 @@ def _hinted_model(data: SolveInput, pairs_within: int | None = None):
     return model, start, pairs
 
 
-def _run(data: SolveInput, solver: cp_model.CpSolver, model: cp_model.CpModel, callback) -> int:
-    """Solve, stopping soon after Ctrl-C; CP-SAT's status code."""
-    stopper = _watch_stop(data, solver)
+def _run(data: SolveInput, solver: cp_model.CpSolver, model: cp_model.CpModel, callback,
+         give_up: Callable[[], bool] | None = None) -> int:
+    """Solve, stopping soon after Ctrl-C, or once `give_up()` says so; CP-SAT's status code."""
+    stopper = _watch_stop(data, solver, give_up)
     try:
         return solver.Solve(model, callback)
     finally:
         stopper.set()
 
 
-class _Stalled(threading.Event):
-    """Set when a search went `seconds` without a better solution and was stopped."""
+class _Stall:
+    """A `give_up` for `_run`: true, and `stalled` from then on, once `seconds` pass after
+    the search's latest solution (or its start) and `earliest` seconds after its start."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.finished = threading.Event()  # the search is over: stop watching
+    def __init__(self, progress: _Progress, seconds: float, earliest: float) -> None:
+        self.progress, self.seconds = progress, seconds
+        self.not_before = time.monotonic() + earliest
+        self.stalled = False
 
-
-def _watch_stall(solver: cp_model.CpSolver, progress: _Progress, seconds: float, earliest: float) -> _Stalled:
-    """Stop the search once `seconds` pass after its latest solution (or its start), and
-    `earliest` seconds after its start."""
-    stalled = _Stalled()
-    began = time.monotonic()
-
-    def watch() -> None:
-        while not stalled.finished.wait(0.2):
-            now = time.monotonic()
-            if now - progress.last_gain > seconds and now - began >= earliest:
-                stalled.set()
-                solver.StopSearch()
-                return
-
-    threading.Thread(target=watch, daemon=True).start()
-    return stalled
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        self.stalled = self.stalled or (now - self.progress.last_gain > self.seconds and now >= self.not_before)
+        return self.stalled
 
 
-def _watch_stop(data: SolveInput, solver: cp_model.CpSolver):
-    """Stop the search soon after `data.stop` is set (Ctrl-C), even between solutions."""
+def _watch_stop(data: SolveInput, solver: cp_model.CpSolver, give_up: Callable[[], bool] | None = None):
+    """Stop the search soon after `data.stop` is set (Ctrl-C) or `give_up()` is true, even
+    between solutions."""
     finished = threading.Event()
 
     def watch() -> None:
         while not finished.wait(0.2):
-            if data.stop.is_set():
+            if data.stop.is_set() or (give_up is not None and give_up()):
                 solver.StopSearch()
                 return
 

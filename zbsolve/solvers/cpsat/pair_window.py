@@ -31,19 +31,33 @@ def _own_w(backward: Op) -> Op:
     return Op("W", backward.pipe, backward.stage, backward.microbatch)
 
 
-def compressed(data: SolveInput, starts: dict[Op, int],
-               pairs: set[tuple[Op, Op]]) -> tuple[dict[Op, int], dict[Op, int]] | None:
-    """Every op as early as its dependencies, the model's implied edges and its device's
-    order allow, a pair's halves starting together and a W the pair absorbed ending with it:
-    (starts, ends), or None where the order of `starts` does not let the ops be taken in turn."""
+def _partners(pairs) -> dict[Op, Op]:
+    """Each paired op's other half."""
     partner: dict[Op, Op] = {}
     for f, b in pairs:
         partner[f], partner[b] = b, f
-    absorbed = {_own_w(b): b for _, b in pairs} if data.split else {}
+    return partner
+
+
+def model_waits(data: SolveInput) -> dict[Op, list[tuple[Op, int]]]:
+    """What each op waits for in the model: its dependencies and the implied edges between
+    kinds (`build_model`), with their delays."""
     waits = {op: list(data.predecessors[op]) for op in data.ops}
     for a, b, delay in data.implied:
-        if a.kind != b.kind:  # the model's form of them (`build_model`)
+        if a.kind != b.kind:
             waits[b].append((a, delay))
+    return waits
+
+
+def compressed(data: SolveInput, starts: dict[Op, int], pairs: set[tuple[Op, Op]],
+               waits: dict[Op, list[tuple[Op, int]]] | None = None) -> tuple[dict[Op, int], dict[Op, int]] | None:
+    """Every op as early as its dependencies, the model's implied edges and its device's
+    order allow, a pair's halves starting together and a W the pair absorbed ending with it:
+    (starts, ends), or None where the order of `starts` does not let the ops be taken in turn.
+    `waits`: `model_waits(data)`, when the caller has it."""
+    partner = _partners(pairs)
+    absorbed = {_own_w(b): b for _, b in pairs} if data.split else {}
+    waits = model_waits(data) if waits is None else waits
     free_at = [0] * len(data.device_ops)
     new: dict[Op, int] = {}
     end: dict[Op, int] = {}
@@ -78,7 +92,8 @@ def search(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, starts
     `seconds` of wall time: (starts, pairs, makespan, steps, improvements), the makespan in
     solver units. `on_better(starts, makespan, pairs)` hears of each gain."""
     chosen = set(chosen)
-    packed = compressed(data, starts, chosen)
+    waits = model_waits(data)
+    packed = compressed(data, starts, chosen, waits)
     if packed is None:
         return starts, chosen, None, 0, 0
     (best, ends), value, better = packed, max(packed[1].values()), 0
@@ -90,7 +105,7 @@ def search(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, starts
         low, high = best[order[first]], best[order[min(len(order), first + size) - 1]]
         free = {op for op in data.ops if low <= best[op] <= high}
         found = _reorder(data, model, start, pairs, best, ends, chosen, free, seconds, rng.randrange(1 << 30))
-        packed = None if found is None else compressed(data, found[0], found[1])
+        packed = None if found is None else compressed(data, found[0], found[1], waits)
         new = None if packed is None else max(packed[1].values())
         shorter = new is not None and new < value
         if new is not None and new <= value:
@@ -113,9 +128,7 @@ def _slots(data: SolveInput, starts: dict[Op, int], partner: dict[Op, Op], absor
 def _paths_out(data: SolveInput, best, ends, chosen, free: set[Op], high: int) -> dict[Op, int]:
     """For each freed op, the longest path from its end to the schedule's end through the
     fixed ops (their dependencies, pairs and order on each device)."""
-    partner: dict[Op, Op] = {}
-    for f, b in chosen:
-        partner[f], partner[b] = b, f
+    partner = _partners(chosen)
     absorbed = {_own_w(b) for _, b in chosen} if data.split else set()
     following: dict[Op, Op] = {}
     first_after: dict[int, Op] = {}
@@ -160,6 +173,7 @@ def _reorder(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, best
         if op not in free:
             step.Add(var[op] == best[op])
     member: dict[Op, list] = {}
+    paired_backwards = {b for _, b in chosen}
     for (f, b), x in literal.items():
         if f not in free and b not in free:
             step.Add(x == int((f, b) in chosen))
@@ -182,7 +196,7 @@ def _reorder(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, best
         if backward in free:
             alone = [x.Not() for x in member.get(backward, [])]
             step.Add(worst >= var[op] + data.duration[op] + after[op]).OnlyEnforceIf(alone)
-        elif all(backward != b for _, b in chosen):
+        elif backward not in paired_backwards:
             step.Add(worst >= var[op] + data.duration[op] + after[op])
     prefer_early(step, worst, [var[op] for op in free], low, makespan - low + 1, latest)
     solver = step_solver(data, seconds, seed)
