@@ -155,6 +155,10 @@ BAD = [
     (["--stages", "4", "--microbatches", "8", "--B", "nan"], "--B must be a finite number"),
     (["--stages", "4", "--microbatches", "8", "--activation", "1", "--residual", "2"], "residual"),
     (["--stages", "4", "--microbatches", "8", "--memory", "banana"], "memory"),
+    # values that start with a dash reach their own check (argparse took them for options)
+    (["--stages", "4", "--microbatches", "8", "--memory", "-1x"], "memory must be none, Nx"),
+    (["--stages", "4", "--microbatches", "8", "--memory", "-1,2,3,4"], "memory amounts must be positive"),
+    (["--stages", "4", "--microbatches", "8", "--F", "-1e-3"], "--F must be > 0, got -0.001"),
     (["--stages", "4", "--microbatches", "8", "--placement", "diagonal"], "placement"),
     (["--stages", "4", "--microbatches", "8", "--placement", "interleaved:0"], "interleaved"),
     (["--stages", "4", "--microbatches", "7", "--placement", "bidirectional"], "even"),
@@ -240,6 +244,9 @@ def test_an_output_that_would_replace_an_input_or_another_output_is_refused(caps
     (["solve", "-p", "2", "-m", "2", "--bogus"], "zbsolve solve: error: unrecognized arguments: --bogus"),
     (["validate", "a.json", "b.json"], "zbsolve validate: error: unrecognized arguments: b.json"),
     (["--bogus"], "zbsolve: error: unrecognized arguments: --bogus"),
+    # no abbreviations: `--f` (for --F) passed as --fb-overlap
+    (["solve", "-p", "2", "-m", "2", "--f", "1"], "zbsolve solve: error: unrecognized arguments: --f 1"),
+    (["solve", "-p", "2", "-m", "2", "--time", "1"], "zbsolve solve: error: unrecognized arguments: --time 1"),
     (["bogus"], "zbsolve: error: argument COMMAND: invalid choice: 'bogus'"),
 ])
 def test_a_usage_error_names_the_command(capsys, args, line):

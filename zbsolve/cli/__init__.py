@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -41,6 +42,7 @@ def build_parser() -> _Parser:
         "is, and compare it with 1F1B and the hand-made schedules.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action=_PrintVersions, nargs=0,
                         help="print the versions of zbsolve and its solvers and exit")
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = _OutlivesItsReader(sys.stdout), _OutlivesItsReader(sys.stderr)
     try:
         parser = build_parser()
-        args, unknown = parser.parse_known_args(argv)
+        args, unknown = parser.parse_known_args(_joined_negative_values(sys.argv[1:] if argv is None else argv))
         if unknown:  # parse_args would report them as the top level's, not the command's
             parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
         if not getattr(args, "command", None):
@@ -126,6 +128,29 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     finally:
         sys.stdout, sys.stderr = streams
+
+
+_NUMBER_LIKE = re.compile(r"-[0-9.]")
+
+
+def _joined_negative_values(argv: list[str]) -> list[str]:
+    """`--memory -1x` as `--memory=-1x`: argparse reads a value that starts with a dash and is
+    not a plain number (-1x, -1e3, -1,2) as an unknown option and reports the option's value
+    missing, where the value's own check says what is wrong with it."""
+    joined: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":  # what follows is positional, as the user wrote it
+            return joined + argv[i:]
+        if (token.startswith("--") and "=" not in token and i + 1 < len(argv)
+                and _NUMBER_LIKE.match(argv[i + 1])):
+            joined.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        joined.append(token)
+        i += 1
+    return joined
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -208,7 +208,8 @@ def run_profile(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     def command(name: str, help_text: str, run) -> argparse.ArgumentParser:
         parser = sub.add_parser(name, help=help_text, description=help_text, epilog=exit_codes,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)  # `--f 1` must not pass for --fb-overlap
         parser.set_defaults(run=run)
         return parser
 
