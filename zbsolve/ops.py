@@ -48,6 +48,10 @@ class Op:
     def describe(self) -> str:
         return f"{self.kind} pipe {self.pipe} stage {self.stage} microbatch {self.microbatch}"
 
+    def with_kind(self, kind: str) -> Op:
+        """The op of `kind` for the same microbatch through the same stage (a B's W)."""
+        return Op(kind, self.pipe, self.stage, self.microbatch)
+
     @staticmethod
     def parse(text: str) -> Op:
         match = re.fullmatch(r"(\d+)\.(\d+)(BW|F|B|W)(\d+)", text.strip())

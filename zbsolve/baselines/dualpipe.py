@@ -36,7 +36,7 @@ class _Rank:
     def backward(self, chunk: int, split: bool = False, emit: bool = True) -> Op:
         op = self._op("B" if split else "BW", chunk, self.backwards)
         if split:
-            self.deferred.append(Op("W", op.pipe, op.stage, op.microbatch))
+            self.deferred.append(op.with_kind("W"))
         if emit:
             self.order.append(op)
         return op

@@ -143,7 +143,7 @@ def _hint_from(schedule: Schedule, data: SolveInput) -> tuple[dict[Op, int], set
             b = Op("B", op.pipe, op.stage, op.microbatch)
             hint[b] = start
             w_start = start + (data.pair_duration if b in paired else data.duration[b])
-            hint[Op("W", b.pipe, b.stage, b.microbatch)] = w_start
+            hint[b.with_kind("W")] = w_start
         else:
             hint[op] = start
     if set(hint) != set(data.ops):
@@ -169,7 +169,7 @@ def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op,
     for f, b in result.pairs:
         partner[f] = b
         partner[b] = f
-    absorbed = {Op("W", b.pipe, b.stage, b.microbatch) for _, b in result.pairs}
+    absorbed = {b.with_kind("W") for _, b in result.pairs}
 
     def execution_order(op: Op) -> tuple[int, int, bool, int]:
         # At one start time an op of no length (a W of cost 0) runs first: after a longer op

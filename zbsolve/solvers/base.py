@@ -161,7 +161,7 @@ class SolveInput:
                 for op in device_ops if op.kind in ("F", "B", "BW")}
 
     def _absorbed(self, op: Op) -> int:
-        w = Op("W", op.pipe, op.stage, op.microbatch)
+        w = op.with_kind("W")
         return self.duration[w] if op.kind == "B" else 0
 
     def lower_bound(self) -> int:
@@ -359,7 +359,7 @@ def _next_releases(data: SolveInput, backward: Op, lower: list[int]) -> list[int
     `backward` (its W, the backwards of the `lower` stages on its device) or after it in
     microbatch order (the same backward of the next microbatch)."""
     found = [data.shortest(backward)]
-    w = Op("W", backward.pipe, backward.stage, backward.microbatch)
+    w = backward.with_kind("W")
     if w in data.memory_effect and data.memory_effect[w][1] > 0:
         found.append(data.shortest(w))
     found += [data.shortest(Op(backward.kind, backward.pipe, y, backward.microbatch)) for y in lower]

@@ -132,4 +132,4 @@ def _pair_relaxations(data: SolveInput, most: dict[Op, int]) -> list[dict[Op, in
 
 def _shrinks(backward: Op) -> Op:
     """The op that takes a pair's saving on the backward side: placed last in the slot."""
-    return Op("W", backward.pipe, backward.stage, backward.microbatch) if backward.kind == "B" else backward
+    return backward.with_kind("W") if backward.kind == "B" else backward

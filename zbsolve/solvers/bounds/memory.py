@@ -145,8 +145,8 @@ def middle_idle(data: SolveInput, stages: Mapping[tuple[int, int], list[Op]], li
     trip = reaches[last][backward] - data.duration[last]
     free = limit - per_microbatch
     kinds = [(count, data.memory_effect[f][0], data.duration[Op(kind, f.pipe, f.stage, f.microbatch)],
-              data.duration[Op("W", f.pipe, f.stage, f.microbatch)] if data.split else 0,
-              data.memory_effect[Op("W", f.pipe, f.stage, f.microbatch)][1] if data.split else 0) for f in firsts]
+              data.duration[f.with_kind("W")] if data.split else 0,
+              data.memory_effect[f.with_kind("W")][1] if data.split else 0) for f in firsts]
     forwards = [(data.memory_effect[f][0], data.duration[f], count) for f in firsts]
     return windows * max(0.0, trip - most_fill(free, kinds) - fractional(free, forwards))
 

@@ -24,7 +24,7 @@ def add_memory(model: cp_model.CpModel, data: SolveInput, start: dict, end: dict
             activation, _ = data.memory_effect[op]
             if data.split:
                 b = Op("B", op.pipe, op.stage, op.microbatch)
-                w = Op("W", op.pipe, op.stage, op.microbatch)
+                w = op.with_kind("W")
                 residual = data.memory_effect[w][1]
                 held = [(b, activation - residual), (w, residual)]
             else:

@@ -27,10 +27,6 @@ from .window import prefer_early, run_steps, step_solver
 WINDOW_OPS = 200  # ops whose starts span the first window (see `window.run_steps`)
 
 
-def _own_w(backward: Op) -> Op:
-    return Op("W", backward.pipe, backward.stage, backward.microbatch)
-
-
 def _partners(pairs) -> dict[Op, Op]:
     """Each paired op's other half."""
     partner: dict[Op, Op] = {}
@@ -56,7 +52,7 @@ def compressed(data: SolveInput, starts: dict[Op, int], pairs: set[tuple[Op, Op]
     (starts, ends), or None where the order of `starts` does not let the ops be taken in turn.
     `waits`: `model_waits(data)`, when the caller has it."""
     partner = _partners(pairs)
-    absorbed = {_own_w(b): b for _, b in pairs} if data.split else {}
+    absorbed = {b.with_kind("W"): b for _, b in pairs} if data.split else {}
     waits = model_waits(data) if waits is None else waits
     free_at = [0] * len(data.device_ops)
     new: dict[Op, int] = {}
@@ -129,7 +125,7 @@ def _paths_out(data: SolveInput, best, ends, chosen, free: set[Op], high: int) -
     """For each freed op, the longest path from its end to the schedule's end through the
     fixed ops (their dependencies, pairs and order on each device)."""
     partner = _partners(chosen)
-    absorbed = {_own_w(b) for _, b in chosen} if data.split else set()
+    absorbed = {b.with_kind("W") for _, b in chosen} if data.split else set()
     following: dict[Op, Op] = {}
     first_after: dict[int, Op] = {}
     for d, slots in enumerate(_slots(data, best, partner, absorbed)):

@@ -210,7 +210,7 @@ def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: i
                 continue
             activation = data.memory_effect[f][0]
             if data.split:
-                w = Op("W", f.pipe, f.stage, f.microbatch)
+                w = f.with_kind("W")
                 residual = data.memory_effect[w][1]
                 held = [(Op("B", f.pipe, f.stage, f.microbatch), activation - residual), (w, residual)]
             else:

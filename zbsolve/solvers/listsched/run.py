@@ -184,7 +184,7 @@ class ListRun:
         return self.data.pair_duration < alone
 
     def _absorbed_length(self, back: Op) -> int:
-        return self.data.duration[Op("W", back.pipe, back.stage, back.microbatch)] if back.kind == "B" else 0
+        return self.data.duration[back.with_kind("W")] if back.kind == "B" else 0
 
     def _ready(self, op: Op) -> int | None:
         r = self.release.get(op, 0)
@@ -233,7 +233,7 @@ class ListRun:
         if len(slot) == 2:
             self.pairs.append(slot)
             if slot[1].kind == "B":  # the pair absorbs this microbatch's W
-                w = Op("W", slot[1].pipe, slot[1].stage, slot[1].microbatch)
+                w = slot[1].with_kind("W")
                 placed.append(w)
         for op in placed:
             self.starts[op], self.ends[op] = start, end
