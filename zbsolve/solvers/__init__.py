@@ -135,12 +135,12 @@ def _hint_from(schedule: Schedule, data: SolveInput) -> tuple[dict[Op, int], set
         for slot in slots:
             if len(slot) == 2:
                 f, b = sorted(slot, key=lambda op: op.kind != "F")
-                b = Op("B", b.pipe, b.stage, b.microbatch) if data.split else b
+                b = b.with_kind("B") if data.split else b
                 pairs.add((f, b))
     paired = {b for _, b in pairs}
     for op, start in starts.items():
         if op.kind == "BW" and data.split:
-            b = Op("B", op.pipe, op.stage, op.microbatch)
+            b = op.with_kind("B")
             hint[b] = start
             w_start = start + (data.pair_duration if b in paired else data.duration[b])
             hint[b.with_kind("W")] = w_start
@@ -187,7 +187,7 @@ def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op,
                 continue
             if op in partner:
                 b = partner[op]
-                slots.append((op, Op("BW", b.pipe, b.stage, b.microbatch)))
+                slots.append((op, b.with_kind("BW")))
             else:
                 slots.append((op,))
         orders.append(slots)

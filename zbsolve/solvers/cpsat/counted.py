@@ -141,7 +141,7 @@ class _Order:
 
 
 def _own(release: Op, forward: Op) -> bool:
-    return Op("F", release.pipe, release.stage, release.microbatch) == forward
+    return release.with_kind("F") == forward
 
 
 def _started(data: SolveInput, order: _Order | None, f: Op, x: Op) -> bool | None:

@@ -32,7 +32,7 @@ def hinted(data: SolveInput) -> Hinted:
     paired = {op for pair in data.hint_pairs for op in pair}
     end = {}
     for op, start in data.hint.items():
-        owner = Op("B", op.pipe, op.stage, op.microbatch) if op.kind == "W" else op
+        owner = op.with_kind("B") if op.kind == "W" else op
         if op in paired:
             end[op] = start + data.pair_duration
         elif owner in paired:  # a W absorbed into its B's pair ends with the pair

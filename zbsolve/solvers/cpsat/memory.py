@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op
 from zbsolve.solvers.base import SolveInput
 
 from .hints import Derived
@@ -23,12 +22,12 @@ def add_memory(model: cp_model.CpModel, data: SolveInput, start: dict, end: dict
                 continue
             activation, _ = data.memory_effect[op]
             if data.split:
-                b = Op("B", op.pipe, op.stage, op.microbatch)
+                b = op.with_kind("B")
                 w = op.with_kind("W")
                 residual = data.memory_effect[w][1]
                 held = [(b, activation - residual), (w, residual)]
             else:
-                held = [(Op("BW", op.pipe, op.stage, op.microbatch), activation)]
+                held = [(op.with_kind("BW"), activation)]
             for release, amount in held:
                 if amount <= 0:
                     continue

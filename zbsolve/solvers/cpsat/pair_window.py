@@ -188,7 +188,7 @@ def _reorder(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, best
             step.Add(worst >= var[op] + data.duration[op] + stretch + after[op])
             continue
         # A W counts only where it runs by itself; absorbed, it ends with its pair.
-        backward = Op("B", op.pipe, op.stage, op.microbatch)
+        backward = op.with_kind("B")
         if backward in free:
             alone = [x.Not() for x in member.get(backward, [])]
             step.Add(worst >= var[op] + data.duration[op] + after[op]).OnlyEnforceIf(alone)

@@ -64,7 +64,7 @@ class Pairs:
 
     def alone(self, model: cp_model.CpModel, op: Op):
         """A literal true when `op` runs by itself (for W: when its B is not paired)."""
-        owner = Op("B", op.pipe, op.stage, op.microbatch) if op.kind == "W" else op
+        owner = op.with_kind("B") if op.kind == "W" else op
         if owner not in self.paired:
             return True
         if owner not in self._alone:
@@ -116,7 +116,7 @@ def occupancy(model: cp_model.CpModel, data: SolveInput, start: dict, pairs: Pai
                 continue
             done = model.NewIntVar(0, data.horizon, f"done{name}")  # an absorbed W ends with its pair
             model.Add(done == start[op] + duration).OnlyEnforceIf(alone)
-            model.Add(done == end[Op("B", op.pipe, op.stage, op.microbatch)]).OnlyEnforceIf(alone.Not())
+            model.Add(done == end[op.with_kind("B")]).OnlyEnforceIf(alone.Not())
             derived.append((done, lambda h, op=op: h.end[op]))
             end[op] = done
         if pairs is not None:

@@ -212,9 +212,9 @@ def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: i
             if data.split:
                 w = f.with_kind("W")
                 residual = data.memory_effect[w][1]
-                held = [(Op("B", f.pipe, f.stage, f.microbatch), activation - residual), (w, residual)]
+                held = [(f.with_kind("B"), activation - residual), (w, residual)]
             else:
-                held = [(Op("BW", f.pipe, f.stage, f.microbatch), activation)]
+                held = [(f.with_kind("BW"), activation)]
             for release, amount in held:
                 if amount <= 0:
                     continue
