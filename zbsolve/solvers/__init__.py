@@ -23,7 +23,7 @@ from zbsolve.schedule import Schedule, SolverInfo
 from zbsolve.simulator import simulate
 from zbsolve.validate import validate
 
-from .base import BackendResult, Progress, SolveInput, build_input, joined_notes, runs_deterministic
+from .base import BackendResult, Progress, SolveInput, build_input, joined_notes, partners, runs_deterministic
 
 SOLVERS = ("cpsat", "cbc", "list")
 # Backends that a deterministic solve limits by a work measure; any other (CBC) keeps to the clock.
@@ -165,10 +165,7 @@ def retimed(graph: OpGraph, data: SolveInput, result: BackendResult, name: str) 
 def _orders_from(result: BackendResult, data: SolveInput) -> list[list[tuple[Op, ...]]]:
     """Per-device slots in start order; a pair becomes one (F, B or BW) slot, and a split
     backward whose W the pair absorbed runs as the fused BW."""
-    partner = {}
-    for f, b in result.pairs:
-        partner[f] = b
-        partner[b] = f
+    partner = partners(result.pairs)
     absorbed = {b.with_kind("W") for _, b in result.pairs}
 
     def execution_order(op: Op) -> tuple[int, int, bool, int]:

@@ -215,6 +215,14 @@ def all_pairs_saving(most: dict[Op, int]) -> int:
     return min(by_forward, by_backward)
 
 
+def partners(pairs) -> dict[Op, Op]:
+    """Each half of the overlapped (F, backward) pairs mapped to the other."""
+    partner: dict[Op, Op] = {}
+    for f, b in pairs:
+        partner[f], partner[b] = b, f
+    return partner
+
+
 @dataclass
 class BackendResult:
     status: str  # optimal | feasible | infeasible | unknown

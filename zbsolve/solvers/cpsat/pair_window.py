@@ -20,19 +20,11 @@ import random
 from ortools.sat.python import cp_model
 
 from zbsolve.ops import Op
-from zbsolve.solvers.base import SolveInput
+from zbsolve.solvers.base import SolveInput, partners
 
 from .window import prefer_early, run_steps, step_solver
 
 WINDOW_OPS = 200  # ops whose starts span the first window (see `window.run_steps`)
-
-
-def _partners(pairs) -> dict[Op, Op]:
-    """Each paired op's other half."""
-    partner: dict[Op, Op] = {}
-    for f, b in pairs:
-        partner[f], partner[b] = b, f
-    return partner
 
 
 def model_waits(data: SolveInput) -> dict[Op, list[tuple[Op, int]]]:
@@ -51,7 +43,7 @@ def compressed(data: SolveInput, starts: dict[Op, int], pairs: set[tuple[Op, Op]
     order allow, a pair's halves starting together and a W the pair absorbed ending with it:
     (starts, ends), or None where the order of `starts` does not let the ops be taken in turn.
     `waits`: `model_waits(data)`, when the caller has it."""
-    partner = _partners(pairs)
+    partner = partners(pairs)
     absorbed = {b.with_kind("W"): b for _, b in pairs} if data.split else {}
     waits = model_waits(data) if waits is None else waits
     free_at = [0] * len(data.device_ops)
@@ -124,7 +116,7 @@ def _slots(data: SolveInput, starts: dict[Op, int], partner: dict[Op, Op], absor
 def _paths_out(data: SolveInput, best, ends, chosen, free: set[Op], high: int) -> dict[Op, int]:
     """For each freed op, the longest path from its end to the schedule's end through the
     fixed ops (their dependencies, pairs and order on each device)."""
-    partner = _partners(chosen)
+    partner = partners(chosen)
     absorbed = {b.with_kind("W") for _, b in chosen} if data.split else set()
     following: dict[Op, Op] = {}
     first_after: dict[int, Op] = {}
