@@ -48,13 +48,6 @@ def test_re_timing_a_spread_out_dualpipe_schedule_keeps_its_pairs_order_and_vali
     assert value <= checked(graph, data, hint, pairs) + 1e-9  # as short as DualPipe's own timing
 
 
-def mirrored_model(data):
-    """The mirrored model as the mirror-image search builds it, hinted with `data.hint`."""
-    model, start, pairs = cpsat_model._hinted_model(data, mirror.pairs_within(data))
-    mirror.add_mirror(model, start, pairs.literal, mirror.twins(data))
-    return model, start, pairs
-
-
 def windows_after_mirrored(data, seconds=1.0):
     """A short mirror-image search, then pair window search from its schedule: the starting
     (starts, ends, pairs) in solver units and what the search returned."""
@@ -62,7 +55,7 @@ def windows_after_mirrored(data, seconds=1.0):
     first = cpsat_model._search_mirrored(data, 0.5)
     assert first.status == "feasible"
     begun = pair_window.compressed(data, first.starts, set(first.pairs))
-    model, start, pairs = mirrored_model(data)
+    model, start, pairs = cpsat_model.mirrored_model(data, mirror.twins(data))
     found = pair_window.search(data, model, start, pairs, first.starts, first.pairs, seconds, lambda *a: None)
     return (*begun, set(first.pairs)), found
 
@@ -143,7 +136,7 @@ def test_from_dualpipes_schedule_the_search_finds_a_shorter_mirror_image():
     data.workers = 2
     data.hint, data.hint_pairs = _hint_from(run_baseline("dualpipe", problem, graph), data)
     twin = mirror.twins(data)
-    model, start, pairs = mirrored_model(data)
+    model, start, pairs = cpsat_model.mirrored_model(data, mirror.twins(data))
     gains = []
     starts, chosen, value, steps, better = pair_window.search(
         data, model, start, pairs, data.hint, sorted(data.hint_pairs), 3.0, lambda s, v, p: gains.append(v))

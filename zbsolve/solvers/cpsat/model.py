@@ -363,8 +363,7 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
     twin = mirror.twins(data)
     if twin is None:
         return None
-    model, start, pairs = _hinted_model(data, mirror.pairs_within(data))
-    mirror.add_mirror(model, start, pairs.literal if pairs else {}, twin)
+    model, start, pairs = mirrored_model(data, twin)
     solver = _solver(data, limit, deadline)
     solver.parameters.use_lns_only = len(data.ops) > mirror.SEARCH_ONLY_ABOVE_OPS
     # With F&B pairs that LNS varies its parameters (measured: see mirror.SEARCH_ONLY_ABOVE_OPS).
@@ -387,6 +386,14 @@ def _search_mirrored(data: SolveInput, limit: float, deadline: float | None = No
         spent += time.monotonic() - began
     data.hint, data.hint_pairs = starts, set(chosen)
     return BackendResult("feasible", starts, value, None, spent, pairs=chosen, message=note)
+
+
+def mirrored_model(data: SolveInput, twin: dict):
+    """The hinted model with every op starting with its mirror image `twin[op]` (and pairs
+    only within reach, `mirror.pairs_within`): (model, start variables, pairs)."""
+    model, start, pairs = _hinted_model(data, mirror.pairs_within(data))
+    mirror.add_mirror(model, start, pairs.literal if pairs else {}, twin)
+    return model, start, pairs
 
 
 def _pair_windows(data: SolveInput, mirrored: tuple, schedule: tuple, seconds: float, t0: float):
