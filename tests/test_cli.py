@@ -118,6 +118,20 @@ def test_export_to_standard_output_and_dash_elsewhere(capsys, tmp_path, monkeypa
     assert not (tmp_path / "-").exists()
 
 
+@pytest.mark.parametrize("option, target, message", [
+    ("-o", ".", "it is a directory"),
+    ("--plot", "absent/s.png", "folder absent does not exist"),
+    ("--torch-csv", "absent/s.csv", "folder absent does not exist"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_solving(capsys, tmp_path, monkeypatch, option,
+                                                                     target, message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", option, target)
+    assert code == 2 and out == ""
+    assert f"zbsolve solve: error: cannot write {Path(target)}: {message}" in err
+    assert sorted(tmp_path.iterdir()) == []
+
+
 def test_torch_csv_of_two_pipes_is_refused_before_solving(capsys, tmp_path):
     target = tmp_path / "b.csv"
     code, out, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--placement", "bidirectional",

@@ -50,6 +50,39 @@ def test_reader_names_a_missing_key(tmp_path):
         read_schedule(tmp_path / "f.json")
 
 
+def _set(*path, value):
+    """A change to a problem dict: the entry at path (keys and indexes) set to value."""
+    def change(problem):
+        for key in path[:-1]:
+            problem = problem[key]
+        problem[path[-1]] = value
+    return change
+
+
+SECOND_STAGE = ("pipes", 0, "stages", 1)
+
+
+@pytest.mark.parametrize("change, message", [
+    (_set("stage_costs", value=[]), "stage_costs must hold at least one cost record"),
+    (_set("pipes", value=[]), "pipes must hold at least one pipe"),
+    (_set("pipes", 0, "stages", value=[]), r"pipes\[0\].stages must not be empty"),
+    (_set(*SECOND_STAGE, "device", value=2), r"pipes\[0\].stages\[1\].device must be in 0..1, got 2"),
+    (_set(*SECOND_STAGE, "cost", value=5), r"pipes\[0\].stages\[1\].cost must index stage_costs \(0..1\), got 5"),
+    (_set("pipes", 0, "microbatches", value=[0, 0]), "pipes' microbatches must assign each id 0..1 to exactly one"),
+    (_set(*SECOND_STAGE, "device", value=0), "every device must hold a stage; device 1 holds none"),
+    (_set("memory_limit", value=[4]), r"memory_limit must give one value per device \(2\), got 1"),
+    (_set("memory_limit", value=[4, 0]), r"memory_limit\[1\] must be > 0"),
+    (_set("objective", value="latency"), "objective must be one of"),
+    (_set("time_unit", value="m\ns"), "time_unit must be a short printable name"),
+])
+def test_a_hand_edited_problem_is_refused_by_name(tmp_path, change, message):
+    data = json.loads(dumps(run_baseline("1f1b", uniform(2, 2))))
+    change(data["problem"])
+    (tmp_path / "f.json").write_text(json.dumps(data))
+    with pytest.raises(ScheduleFileError, match=f"f.json: problem: {message}"):
+        read_schedule(tmp_path / "f.json")
+
+
 def test_numbers_too_large_for_a_float_are_refused_by_name(tmp_path):
     # JSON integers have no size limit; float() of one with 400 digits raises OverflowError.
     huge = "1" + "0" * 400

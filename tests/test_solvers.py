@@ -35,6 +35,17 @@ def test_span_objective_two_x_has_zero_span_bubble(backend):
     assert (s.solver.status, s.metrics.span, s.metrics.span_bubble_rate) == ("optimal", 24, 0)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_span_objective_below_the_starting_schedule(backend):
+    """Here the starting schedule (31) is above the optimum, so the backend's own span
+    model does the work; 30 is what tests/exact_model.py proves too."""
+    problem = uniform(3, 5, F=2, B=1, W=1, memory="0.75x", objective="span")
+    assert solve(problem, "list", time_limit=10).metrics.span == 31
+    s = solve(problem, backend, time_limit=30, workers=1)
+    validate(s)
+    assert (s.solver.status, s.metrics.span, s.solver.bound) == ("optimal", 30, 30)
+
+
 UNEVEN = [
     # (rank-stage costs, M, comm, memory) with optima both backends proved.
     ([StageCost(1, 2, 1, 1, 0.4), StageCost(2, 1, 1, 1, 0.5), StageCost(1.5, 1, 0.5, 1, 0.3)], 4, 0.3, "1.2x"),

@@ -112,6 +112,49 @@ def test_overlap_needs_fb_overlap(schedule):
         validate(with_ops(schedule, 0, ops))
 
 
+def test_device_count_must_match_the_problem(schedule):
+    with pytest.raises(ValidationError, match="schedule lists 2 devices, problem has 3"):
+        validate(replace(schedule, devices=schedule.devices[:2]))
+
+
+def test_fused_and_split_backward_of_one_op(schedule):
+    b = next(t for t in schedule.devices[0] if t.op.kind == "B")
+    extra = TimedOp(b.op.with_kind("BW"), schedule.metrics.makespan, schedule.metrics.makespan + 2)
+    with pytest.raises(ValidationError, match=f"pipe 0 stage 0 microbatch {b.op.microbatch} has both a fused BW"):
+        validate(with_ops(schedule, 0, list(schedule.devices[0]) + [extra]))
+
+
+@pytest.fixture
+def paired():
+    """DualPipe on P=4 M=8 with fb_overlap 1.5: device 0 runs F&B pairs at [7, 8.5] (its
+    ops 7 and 8, F pipe 0 stage 0 microbatch 3 with BW pipe 1 stage 3 microbatch 5) and later."""
+    s = run_baseline("dualpipe", uniform(4, 8, placement="bidirectional", fb_overlap=1.5))
+    validate(s)
+    ops = s.devices[0]
+    assert [(t.op.kind, t.start, t.end, t.overlap) for t in ops[7:9]] == [("F", 7, 8.5, 0), ("BW", 7, 8.5, 0)]
+    return s
+
+
+def regroup(s, index, overlap, **changes):
+    """Device 0's op at index with another overlap mark (and times)."""
+    return mutate(s, 0, index, overlap=overlap, **changes)
+
+
+@pytest.mark.parametrize("mutation, message", [
+    # a third op (microbatch 5's F just before, moved into the pair's slot) joins pair 0
+    (lambda s: regroup(s, 6, 0, start=7.0, end=8.5), "overlap group has 3 ops, not an F&B pair"),
+    # F microbatch 1 and F microbatch 2 of stage 0 marked as one pair
+    (lambda s: regroup(regroup(s, 1, 9), 2, 9, start=1.0, end=2.0), r"one F and one B/BW, got \['F', 'F'\]"),
+    # F and B of stage 3 microbatch 4 (pipe 1), one after the other, marked as a pair
+    (lambda s: regroup(regroup(s, 3, 9, end=5.0), 4, 9, start=3.0), "must be two different stages"),
+    (lambda s: mutate(s, 0, 8, end=8.7), "must share start and end"),
+    (lambda s: mutate(mutate(s, 0, 7, end=9.0), 0, 8, end=9.0), "overlapped pair lasts 2, fb_overlap is 1.5"),
+])
+def test_malformed_pairs(paired, mutation, message):
+    with pytest.raises(ValidationError, match=message):
+        validate(mutation(paired))
+
+
 def test_chunked_costs_stay_exact():
     """A third of a cost (interleaved:3) is whole on a grid of n x 10^k (DESIGN §4.3): times
     and peaks come out exact, and a schedule at the limit is neither over it nor infeasible."""
