@@ -96,6 +96,20 @@ def test_validate_names_the_violated_op(capsys, tmp_path):
     assert "F pipe 0 stage 1 microbatch 0 on device 1 [0.5, 2]" in err
 
 
+def test_a_baseline_over_the_memory_limit_is_shown_but_not_written(capsys, tmp_path):
+    """GPipe holds all 8 microbatches on device 0 (8 = 2x U) where the limit is 1x: the table
+    flags it and a note says so; files of it would fail their own problem's validation."""
+    args = ["baseline", "gpipe", "--stages", "4", "--microbatches", "8", "--memory", "1x"]
+    code, out, err = run(capsys, *args)
+    assert code == 0 and "over memory limit on device 0 (+3 more)" in out
+    breaks = "gpipe breaks the memory limit: peak 8 (2x U) on device 0, limit 4 (1x U)"
+    assert err == f"zbsolve baseline: note: {breaks}\n"
+    target = tmp_path / "g.json"
+    code, out, err = run(capsys, *args, "-o", str(target))
+    assert code == 1 and "over memory limit" in out
+    assert f"error: {breaks}; its files are not written" in err and not target.exists()
+
+
 def test_export_torch_csv(capsys, tmp_path):
     path, csv = tmp_path / "s.json", tmp_path / "s.csv"
     run(capsys, "baseline", "zb-h1", "--stages", "2", "--microbatches", "2", "-o", str(path))

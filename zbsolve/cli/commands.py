@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 
 from zbsolve.baselines import BASELINES, applicable, run_baseline
 from zbsolve.errors import UsageError, ValidationError
@@ -102,6 +103,19 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     reference = reference_of(problem, [schedule])
     print(describe_problem(problem))
     print(comparison_table([schedule], reference))
+    over = schedule.over_memory_limit()
+    if over:  # the table flags it; its files would break their own problem's limit
+        d = over[0]
+        peak, limit = schedule.metrics.peak_memory[d], problem.memory_limit[d]
+        unit = problem.memory_unit()
+        breaks = (f"{args.name} breaks the memory limit: peak {peak:g} ({peak / unit:.4g}x U) on device {d}, "
+                  f"limit {limit:g} ({limit / unit:.4g}x U)")
+        if any(getattr(args, option, None) for option in ("output", "torch_csv", "plot")):
+            raise ValidationError(f"{breaks}; its files are not written (a schedule file must keep its "
+                                  "problem's limit): raise --memory, or --memory none")
+        validate(replace(schedule, problem=replace(problem, memory_limit=None)))  # all but the limit holds
+        print(f"zbsolve baseline: note: {breaks}", file=sys.stderr)
+        return 0
     write_outputs(schedule, args)
     return 0
 
