@@ -67,6 +67,11 @@ def test_a_small_stack_keeps_its_memory_in_the_file(tmp_path):
     (["--hidden", "64", "--heads", "2", "--repeats", "0"], "--repeats"),
     (["--hidden", "64", "--heads", "2", "--device", "cuda"], "cuda"),
     (["--hidden", "64", "--heads", "2", "--dtype", "float64"], "--dtype"),
+    # each names the option as typed (the last of a repeated option counts)
+    (["--hidden", "64", "--heads", "2", "--seq", "0"], "--seq must be an integer >= 1, got 0"),
+    (["--hidden", "64", "--heads", "2", "--microbatch-size", "0"], "--microbatch-size must be an integer >= 1"),
+    (["--hidden", "64", "--heads", "2", "--layers", "0"], "--layers must be an integer >= 1"),
+    (["--hidden", "64", "--heads", "0"], "--heads must be an integer >= 1"),
 ])
 def test_bad_profile_settings_are_refused_and_write_nothing(capsys, tmp_path, args, message):
     import torch

@@ -32,10 +32,12 @@ class LayerShape:
     microbatch_size: int
 
     def check(self) -> None:
-        for name in ("layers", "hidden", "heads", "sequence", "microbatch_size"):
+        # each field with the `zbsolve profile` option that sets it
+        for name, option in (("layers", "--layers"), ("hidden", "--hidden"), ("heads", "--heads"),
+                             ("sequence", "--seq"), ("microbatch_size", "--microbatch-size")):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+                raise UsageError(f"{option} must be an integer >= 1, got {value!r}")
         if self.hidden % self.heads:
             raise UsageError(f"--hidden ({self.hidden}) must be a multiple of --heads ({self.heads})")
 
