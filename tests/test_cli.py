@@ -110,6 +110,24 @@ def test_a_baseline_over_the_memory_limit_is_shown_but_not_written(capsys, tmp_p
     assert f"error: {breaks}; its files are not written" in err and not target.exists()
 
 
+@pytest.mark.parametrize("args, notes", [
+    (["compare", "-p", "4", "-m", "6", "--placement", "interleaved:2", "--no-solve"],
+     ["interleaved is not in the table: it needs the number of microbatches (6) to be a multiple of the "
+      "number of ranks (4)"]),
+    (["compare", "-p", "3", "-m", "4", "--placement", "vshape", "--no-solve"],
+     ["dualpipev is not in the table: it needs at least 2P = 6 microbatches, got 4"]),
+    (["solve", "-p", "2", "-m", "4", "--no-split-backward", "--time-limit", "5", "-q"],
+     [f"{name} is not in the table: it needs split_backward (B and W as separate ops)" for name in ("zb-h1", "zb-h2")]),
+    (["compare", "-p", "3", "-m", "6", "--placement", "vshape", "--no-solve"], []),
+])
+def test_the_table_says_which_baselines_of_its_placement_it_leaves_out(capsys, args, notes):
+    code, out, err = run(capsys, *args)
+    assert code == 0
+    assert err == "".join(f"zbsolve {args[0]}: note: {note}\n" for note in notes)
+    named = {line.split()[0] for line in out.splitlines()[3:]}
+    assert not named & {note.split()[0] for note in notes}
+
+
 def test_export_torch_csv(capsys, tmp_path):
     path, csv = tmp_path / "s.json", tmp_path / "s.csv"
     run(capsys, "baseline", "zb-h1", "--stages", "2", "--microbatches", "2", "-o", str(path))

@@ -65,19 +65,20 @@ class Baseline:
     title: str
     build: Callable[[Problem], list]
     refuses: Callable[[Problem], str | None]
+    placement: str  # the named placement it is made for ("interleaved" for any interleaved:V)
 
 
 BASELINES: dict[str, Baseline] = {
     b.name: b
     for b in (
-        Baseline("gpipe", "GPipe", single.gpipe, _needs_single),
-        Baseline("1f1b", "1F1B", single.one_f_one_b, _needs_single),
-        Baseline("zb-h1", "ZB-H1", single.zb_h1, _needs_single_split),
-        Baseline("zb-h2", "ZB-H2", single.zb_h2, _needs_single_split),
-        Baseline("interleaved", "interleaved 1F1B", chunked.interleaved_1f1b, _needs_interleaved),
-        Baseline("zb-v", "ZB-V", chunked.zb_v, _needs_vshape_split),
-        Baseline("dualpipe", "DualPipe", dualpipe.dualpipe, _needs_dualpipe),
-        Baseline("dualpipev", "DualPipeV", dualpipe.dualpipe_v, _needs_dualpipe_v),
+        Baseline("gpipe", "GPipe", single.gpipe, _needs_single, "single"),
+        Baseline("1f1b", "1F1B", single.one_f_one_b, _needs_single, "single"),
+        Baseline("zb-h1", "ZB-H1", single.zb_h1, _needs_single_split, "single"),
+        Baseline("zb-h2", "ZB-H2", single.zb_h2, _needs_single_split, "single"),
+        Baseline("interleaved", "interleaved 1F1B", chunked.interleaved_1f1b, _needs_interleaved, "interleaved"),
+        Baseline("zb-v", "ZB-V", chunked.zb_v, _needs_vshape_split, "vshape"),
+        Baseline("dualpipe", "DualPipe", dualpipe.dualpipe, _needs_dualpipe, "bidirectional"),
+        Baseline("dualpipev", "DualPipeV", dualpipe.dualpipe_v, _needs_dualpipe_v, "vshape"),
     )
 }
 
@@ -89,6 +90,14 @@ def baseline_names() -> list[str]:
 def applicable(problem: Problem) -> list[str]:
     """Names of the baselines that fit the problem's placement and options."""
     return [name for name, b in BASELINES.items() if b.refuses(problem) is None]
+
+
+def left_out(problem: Problem) -> list[tuple[str, str]]:
+    """The baselines made for the problem's placement that its other settings rule out
+    (too few microbatches, a fused backward), each with why: a table without them says so."""
+    placement = problem.placement.split(":")[0]
+    return [(name, reason) for name, b in BASELINES.items()
+            if b.placement == placement and (reason := b.refuses(problem)) is not None]
 
 
 def run_baseline(name: str, problem: Problem, graph: OpGraph | None = None) -> Schedule:

@@ -8,7 +8,7 @@ import os
 import sys
 from dataclasses import replace
 
-from zbsolve.baselines import BASELINES, applicable, run_baseline
+from zbsolve.baselines import BASELINES, applicable, left_out, run_baseline
 from zbsolve.errors import UsageError, ValidationError
 from zbsolve.export.chrome_trace import chrome_trace, write_chrome_trace
 from zbsolve.export.torch_csv import check_torch_form, torch_csv, write_torch_csv
@@ -134,9 +134,10 @@ def reference_of(problem: Problem, timed: list[Schedule]) -> Schedule | None:
     return one_f_one_b_reference(problem)
 
 
-def print_comparison(problem: Problem, solved: list[Schedule], timed: list[Schedule]) -> None:
+def print_comparison(command: str, problem: Problem, solved: list[Schedule], timed: list[Schedule]) -> None:
     """The table: solved rows, then every applicable baseline (`timed`, from `baseline_rows`,
-    as for the solve's start), speed-ups against 1F1B."""
+    as for the solve's start), speed-ups against 1F1B; on stderr, why a baseline made for
+    this placement is not in it."""
     reference = reference_of(problem, timed)
     # A solved row's bound is already at least lower_bound(problem): compute it only without one.
     proven = [s.solver.bound for s in solved if s.solver.bound is not None]
@@ -147,6 +148,8 @@ def print_comparison(problem: Problem, solved: list[Schedule], timed: list[Sched
         rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
     print(describe_problem(problem))
     print(comparison_table(solved + rows, reference))
+    for name, reason in left_out(problem):
+        print(f"zbsolve {command}: note: {name} is not in the table: it {reason}", file=sys.stderr)
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -159,7 +162,7 @@ def run_compare(args: argparse.Namespace) -> int:
         check_solvable(problem, args.solver)  # before the hand-made schedules are timed
     timed = baseline_rows(problem)  # once, for the table and the solve's start
     solved = [] if args.no_solve else [solve_with_progress(problem, args, timed)]
-    print_comparison(problem, solved, timed)
+    print_comparison("compare", problem, solved, timed)
     return 130 if solved and solved[0].solver.status == "interrupted" else 0
 
 

@@ -110,7 +110,7 @@ def run_solve(args: argparse.Namespace) -> int:
     check_solvable(problem, args.solver)  # before the hand-made schedules are timed
     timed = baseline_rows(problem)  # once, for the solve's start and the table
     solved = solve_with_progress(problem, args, timed)
-    print_comparison(problem, [solved], timed)
+    print_comparison("solve", problem, [solved], timed)
     write_outputs(solved, args)
     return 130 if solved.solver.status == "interrupted" else 0
 
