@@ -237,7 +237,9 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p = command("baseline", "time one hand-made schedule on your problem", run_baseline_command)
     p.add_argument("name", help=f"one of: {', '.join(BASELINES)}")
     add_problem_options(p)
-    p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the schedule file (JSON); refused, like the two below, for a schedule "
+                        "over the memory limit, which the table shows flagged")
     p.add_argument("--torch-csv", metavar="FILE", help="write the PyTorch pipelining compute_only CSV")
     p.add_argument("--plot", metavar="FILE", help="draw it beside 1F1B (.png, .svg or .pdf)")
 
