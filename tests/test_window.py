@@ -41,6 +41,17 @@ def test_window_search_schedules_validate_and_are_no_worse(problem):
     assert better == len(improved) and improved == sorted(improved, reverse=True)
 
 
+@pytest.mark.parametrize("M, memory", [(16, "1x"), (24, "0.75x")])
+def test_windows_in_longer_memory_limited_schedules_validate(M, memory):
+    """Windows of a few microbatches in a longer schedule, with ops that stay put holding
+    activations across them (the unit-size problems above free nearly every op): the result
+    validates and is no worse than the start."""
+    problem = uniform(4, M, F=1, B=1.2, W=0.7, comm=0.1, memory=memory)
+    data, first, starts, steps, better, improved, schedule = start_and_search(problem, seconds=2.0)
+    assert steps >= 1 and len(data.ops) == 12 * M  # 4 devices x (F, B, W)
+    assert schedule.value <= data.value(data.objective_of(first.starts)) + 1e-9
+
+
 def test_compressing_keeps_order_and_moves_nothing_later():
     problem = uniform(4, 8, F=1, B=1.2, W=0.7, comm=0.1)
     graph = OpGraph(problem)
