@@ -52,6 +52,25 @@ def test_windows_in_longer_memory_limited_schedules_validate(M, memory):
     assert schedule.value <= data.value(data.objective_of(first.starts)) + 1e-9
 
 
+def test_a_window_counts_the_memory_that_ops_staying_put_hold_in_it():
+    """P=2 M=6 at 1x (two activations per device) from the list scheduler's schedule, whose
+    device 0 runs F0 F1 B0 W0 B1 F2 ...; freeing microbatches 1 and 2 leaves F0 holding its
+    activation until its B at tick 3. Without counting it, the window puts F2 at tick 2,
+    three activations on device 0."""
+    problem = uniform(2, 6, memory="1x")
+    graph = OpGraph(problem)
+    data = build_input(graph, problem.split_backward, problem.objective)
+    data.time_limit, data.workers, data.deterministic = 2.0, 1, True
+    first = solve_list(data)
+    device_0 = sorted(data.device_ops[0], key=lambda op: first.starts[op])
+    assert [f"{op.kind}{op.microbatch}" for op in device_0[:6]] == ["F0", "F1", "B0", "W0", "B1", "F2"]
+    free = [op for op in data.ops if op.microbatch in (1, 2)]
+    found, _ = window._reorder(replace(data, deterministic=False), first.starts, free, 2.0, 0)
+    schedule = retimed(graph, data, BackendResult("feasible", found, None, None, 0.0), "window")
+    validate(schedule)
+    assert max(schedule.metrics.peak_memory) <= 2
+
+
 def test_compressing_keeps_order_and_moves_nothing_later():
     problem = uniform(4, 8, F=1, B=1.2, W=0.7, comm=0.1)
     graph = OpGraph(problem)
