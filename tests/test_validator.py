@@ -135,18 +135,14 @@ def paired():
     return s
 
 
-def regroup(s, index, overlap, **changes):
-    """Device 0's op at index with another overlap mark (and times)."""
-    return mutate(s, 0, index, overlap=overlap, **changes)
-
-
 @pytest.mark.parametrize("mutation, message", [
     # a third op (microbatch 5's F just before, moved into the pair's slot) joins pair 0
-    (lambda s: regroup(s, 6, 0, start=7.0, end=8.5), "overlap group has 3 ops, not an F&B pair"),
+    (lambda s: mutate(s, 0, 6, overlap=0, start=7.0, end=8.5), "overlap group has 3 ops, not an F&B pair"),
     # F microbatch 1 and F microbatch 2 of stage 0 marked as one pair
-    (lambda s: regroup(regroup(s, 1, 9), 2, 9, start=1.0, end=2.0), r"one F and one B/BW, got \['F', 'F'\]"),
+    (lambda s: mutate(mutate(s, 0, 1, overlap=9), 0, 2, overlap=9, start=1.0, end=2.0),
+     r"one F and one B/BW, got \['F', 'F'\]"),
     # F and B of stage 3 microbatch 4 (pipe 1), one after the other, marked as a pair
-    (lambda s: regroup(regroup(s, 3, 9, end=5.0), 4, 9, start=3.0), "must be two different stages"),
+    (lambda s: mutate(mutate(s, 0, 3, overlap=9, end=5.0), 0, 4, overlap=9, start=3.0), "must be two different stages"),
     (lambda s: mutate(s, 0, 8, end=8.7), "must share start and end"),
     (lambda s: mutate(mutate(s, 0, 7, end=9.0), 0, 8, end=9.0), "overlapped pair lasts 2, fb_overlap is 1.5"),
 ])

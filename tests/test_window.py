@@ -16,11 +16,16 @@ from zbsolve.solvers.listsched import solve_list
 from zbsolve.validate import validate
 
 
-def start_and_search(problem, seconds=1.0):
+def list_start(problem):
+    """The solver's view of the problem and the list scheduler's schedule of it."""
     graph = OpGraph(problem)
     data = build_input(graph, problem.split_backward, problem.objective)
     data.time_limit, data.workers, data.deterministic = 2.0, 1, True
-    first = solve_list(data)
+    return graph, data, solve_list(data)
+
+
+def start_and_search(problem, seconds=1.0):
+    graph, data, first = list_start(problem)
     improved = []
     data = replace(data, deterministic=False)
     starts, steps, better = window.search(data, first.starts, seconds, lambda s, v: improved.append(v))
@@ -57,11 +62,7 @@ def test_a_window_counts_the_memory_that_ops_staying_put_hold_in_it():
     device 0 runs F0 F1 B0 W0 B1 F2 ...; freeing microbatches 1 and 2 leaves F0 holding its
     activation until its B at tick 3. Without counting it, the window puts F2 at tick 2,
     three activations on device 0."""
-    problem = uniform(2, 6, memory="1x")
-    graph = OpGraph(problem)
-    data = build_input(graph, problem.split_backward, problem.objective)
-    data.time_limit, data.workers, data.deterministic = 2.0, 1, True
-    first = solve_list(data)
+    graph, data, first = list_start(uniform(2, 6, memory="1x"))
     device_0 = sorted(data.device_ops[0], key=lambda op: first.starts[op])
     assert [f"{op.kind}{op.microbatch}" for op in device_0[:6]] == ["F0", "F1", "B0", "W0", "B1", "F2"]
     free = [op for op in data.ops if op.microbatch in (1, 2)]

@@ -80,12 +80,17 @@ def run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def requested_outputs(args: argparse.Namespace) -> dict[str, str | None]:
+    """The output files a command was asked for, by option (None where not given)."""
+    return {"-o": getattr(args, "output", None), "--torch-csv": getattr(args, "torch_csv", None),
+            "--plot": getattr(args, "plot", None)}
+
+
 def check_outputs(args: argparse.Namespace, problem: Problem) -> None:
     """Every output can be written, before any work (a solve may take minutes)."""
     if getattr(args, "torch_csv", None):
         check_torch_form(problem)
-    outputs = {"-o": getattr(args, "output", None), "--torch-csv": getattr(args, "torch_csv", None),
-               "--plot": getattr(args, "plot", None)}
+    outputs = requested_outputs(args)
     check_separate({"--profile": getattr(args, "profile", None)}, outputs)
     for path in outputs.values():
         if path:
@@ -110,7 +115,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
         unit = problem.memory_unit()
         breaks = (f"{args.name} breaks the memory limit: peak {peak:g} ({peak / unit:.4g}x U) on device {d}, "
                   f"limit {limit:g} ({limit / unit:.4g}x U)")
-        if any(getattr(args, option, None) for option in ("output", "torch_csv", "plot")):
+        if any(requested_outputs(args).values()):
             raise ValidationError(f"{breaks}; its files are not written (a schedule file must keep its "
                                   "problem's limit): raise --memory, or --memory none")
         validate(replace(schedule, problem=replace(problem, memory_limit=None)))  # all but the limit holds
