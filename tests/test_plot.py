@@ -132,3 +132,29 @@ def test_every_op_is_one_bar_in_its_row_with_its_kind_s_colour():
             expected.append((round(t.start, 9), round(t.end, 9), round(low, 9), round(high, 9),
                              to_rgba(COLOURS[t.op.kind])))
     assert sorted(drawn) == sorted(expected)
+
+
+@pytest.mark.parametrize("name, placement, overlap, memory", [
+    ("dualpipe", "bidirectional", 1.5, "1.125x"), ("1f1b", "single", None, None), ("zb-v", "vshape", None, "1x"),
+])
+def test_the_memory_legend_sits_above_every_curve_and_the_limit(name, placement, overlap, memory):
+    # It sat in the upper right over the plateau, where the curves and the limit meet.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zbsolve.plot import _memory
+
+    s = run_baseline(name, uniform(8, 16, placement=placement, fb_overlap=overlap, memory=memory))
+    highest = max(max(memory_steps(s, d)[1]) for d in range(8))
+    if s.problem.memory_limit is not None:
+        highest = max(highest, max(s.problem.memory_limit))
+    fig, ax = plt.subplots(figsize=(7, 2))
+    try:
+        _memory(ax, s)
+        fig.canvas.draw()
+        box = ax.get_legend().get_window_extent().transformed(ax.transData.inverted())
+        assert box.y0 > highest and box.y1 <= ax.get_ylim()[1]
+    finally:
+        plt.close(fig)

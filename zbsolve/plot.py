@@ -72,19 +72,25 @@ LINE_STYLES = ("-", "--", ":", "-.")
 
 
 def _memory(ax, schedule: Schedule) -> None:
+    top = 0.0
     for d in range(schedule.problem.devices):
         times, levels = memory_steps(schedule, d)
+        top = max(top, *levels)
         # Mirror-image devices (DualPipe, V-shape) often share a curve: dashes keep both visible.
         ax.step(times, levels, where="post", linewidth=0.8, linestyle=LINE_STYLES[d % len(LINE_STYLES)],
                 label=f"device {d}")
     limit = schedule.problem.memory_limit
     if limit is not None:
+        top = max(top, max(limit))
         ax.axhline(max(limit), color="red", linestyle="--", linewidth=0.8, label="limit")
     ax.set_ylabel("memory", fontsize=7)
     ax.set_xlabel(f"time ({schedule.problem.time_unit})", fontsize=7)
     ax.tick_params(labelsize=7)
     if schedule.problem.devices <= 8:
-        ax.legend(fontsize=6, ncol=4, loc="upper right")
+        # Room above the highest level for the legend's rows, which hid the curves' plateau.
+        legend = ax.legend(fontsize=6, ncol=5, loc="upper right")
+        rows = -(-len(legend.get_texts()) // 5)
+        ax.set_ylim(0, (top or 1) * (1.1 + 0.17 * rows))
 
 
 def check_plot_path(path: str | os.PathLike) -> None:
