@@ -235,7 +235,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
                 data.progress(data.value(found_value), data.value(bound), time.monotonic() - t0)
 
         found, steps, improved = window.search(data, origin, left, better)
-        message = f"window search: {improved} improvement(s) in {steps} steps"
+        message = f"window search: {improved} improvement(s) in {steps} step(s)"
         if improved:
             starts, value, status = found, data.objective_of(found), "feasible"
     if starts is None and probed is not None:  # what follows the short search looks only for better
@@ -410,7 +410,7 @@ def _pair_windows(data: SolveInput, mirrored: tuple, schedule: tuple, seconds: f
                                                                        better)
     if packed_value is not None and packed_value <= value:
         starts, chosen, value = packed, sorted(paired), packed_value
-    return starts, chosen, value, f"pair window search: {improved} improvement(s) in {steps} steps"
+    return starts, chosen, value, f"pair window search: {improved} improvement(s) in {steps} step(s)"
 
 
 def _hinted_model(data: SolveInput, pairs_within: int | None = None):
