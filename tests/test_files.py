@@ -7,6 +7,7 @@ import jsonschema
 import pytest
 from helpers import uniform
 
+from zbsolve import StageCost, build_problem
 from zbsolve.baselines import run_baseline
 from zbsolve.errors import ExportError, ProblemError, ProfileError, ScheduleFileError
 from zbsolve.export.chrome_trace import chrome_trace
@@ -138,6 +139,16 @@ def test_chrome_trace_has_one_event_per_op():
     assert len(events) == 2 * 3 * 3
     assert events[0]["args"] == {"kind": "F", "pipe": 0, "stage": 0, "microbatch": 0, "overlap": None}
     assert events[0]["ts"] == 0 and events[0]["dur"] == 1000.0  # ms -> µs
+
+
+def test_chrome_trace_times_carry_no_float_noise():
+    # 1.5B's per-stage times; the pair lasts 36.756 ms, which became 36755.99999999997 µs.
+    cost = StageCost(18.522, 18.086, 9.337, 3.3997, 1.2457)
+    s = run_baseline("dualpipe", build_problem(4, 8, cost, comm=0.601, placement="bidirectional",
+                                               fb_overlap=36.756))
+    events = [e for e in chrome_trace(s)["traceEvents"] if e["ph"] == "X"]
+    assert {e["dur"] for e in events} == {18522.0, 18086.0, 9337.0, 27423.0, 36756.0}  # F, B, W, BW, pair
+    assert all(e["ts"] * 1000 == int(e["ts"] * 1000) for e in events)  # whole nanoseconds
 
 
 @pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
