@@ -69,6 +69,7 @@ def _gantt(ax, schedule: Schedule, makespan: float) -> None:
 
 
 LINE_STYLES = ("-", "--", ":", "-.")
+LEGEND_COLUMNS = 5
 
 
 def _memory(ax, schedule: Schedule) -> None:
@@ -88,8 +89,8 @@ def _memory(ax, schedule: Schedule) -> None:
     ax.tick_params(labelsize=7)
     if schedule.problem.devices <= 8:
         # Room above the highest level for the legend's rows, which hid the curves' plateau.
-        legend = ax.legend(fontsize=6, ncol=5, loc="upper right")
-        rows = -(-len(legend.get_texts()) // 5)
+        legend = ax.legend(fontsize=6, ncol=LEGEND_COLUMNS, loc="upper right")
+        rows = -(-len(legend.get_texts()) // LEGEND_COLUMNS)
         ax.set_ylim(0, (top or 1) * (1.1 + 0.17 * rows))
 
 

@@ -212,6 +212,10 @@ class Problem:
         """U = P x A, the `x` of memory limits (DESIGN §3)."""
         return self.devices * self.activation_unit()
 
+    def memory_text(self, amount: float) -> str:
+        """An amount of memory as messages give it: absolute, then in U ("4 (1x U)")."""
+        return f"{amount:g} ({amount / self.memory_unit():.4g}x U)"
+
     def stages_on_device(self) -> list[list[tuple[int, int]]]:
         """(pipe, stage) pairs held by each device, in pipe then stage order."""
         held: list[list[tuple[int, int]]] = [[] for _ in range(self.devices)]

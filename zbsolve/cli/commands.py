@@ -111,10 +111,8 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     over = schedule.over_memory_limit()
     if over:  # the table flags it; its files would break their own problem's limit
         d = over[0]
-        peak, limit = schedule.metrics.peak_memory[d], problem.memory_limit[d]
-        unit = problem.memory_unit()
-        breaks = (f"{args.name} breaks the memory limit: peak {peak:g} ({peak / unit:.4g}x U) on device {d}, "
-                  f"limit {limit:g} ({limit / unit:.4g}x U)")
+        peak, limit = problem.memory_text(schedule.metrics.peak_memory[d]), problem.memory_text(problem.memory_limit[d])
+        breaks = f"{args.name} breaks the memory limit: peak {peak} on device {d}, limit {limit}"
         if any(requested_outputs(args).values()):
             raise ValidationError(f"{breaks}; its files are not written (a schedule file must keep its "
                                   "problem's limit): raise --memory, or --memory none")

@@ -86,11 +86,9 @@ def check_memory_feasible(problem: Problem) -> None:
     need = minimum_memory(problem)
     for d, (limit, minimum) in enumerate(zip(problem.memory_limit, need)):
         if limit < minimum * (1 - 1e-12):
-            unit = problem.memory_unit()
             raise InfeasibleError(
                 f"memory limit {limit:g} on device {d} is below what one microbatch needs there "
-                f"({minimum:g}); the smallest limit that works is {max(need):g} "
-                f"({max(need) / unit:.4g}x U)"
+                f"({minimum:g}); the smallest limit that works is {problem.memory_text(max(need))}"
             )
 
 
@@ -407,7 +405,7 @@ def _finish(problem, graph, data, solver, result: BackendResult, warm: Schedule 
 def _limit_text(problem: Problem) -> str:
     if problem.memory_limit is None:
         return "(none set)"
-    return f"{max(problem.memory_limit):g} ({max(problem.memory_limit) / problem.memory_unit():.4g}x U)"
+    return problem.memory_text(max(problem.memory_limit))
 
 
 __all__ = ["SOLVERS", "solve", "lower_bound", "with_bound", "minimum_memory", "check_solver_options",
