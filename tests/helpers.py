@@ -1,5 +1,7 @@
 """Small builders and strategies shared by the tests."""
 
+import copy
+
 from hypothesis import strategies as st
 
 from zbsolve.errors import InfeasibleError
@@ -136,3 +138,16 @@ def tiny_pair_problems(draw):
     if limit is not None and any(a > b for a, b in zip(minimum_memory(problem), limit)):
         return draw(st.nothing())
     return problem
+
+
+def mutated(document, path, replacement, delete):
+    """A copy of a JSON document with the entry at path (keys and indexes) replaced or deleted."""
+    result = copy.deepcopy(document)
+    parent = result
+    for step in path[:-1]:
+        parent = parent[step]
+    if delete:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = replacement
+    return result

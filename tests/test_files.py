@@ -5,9 +5,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers import uniform
+from helpers import mutated, uniform
 
-from zbsolve import StageCost, build_problem
 from zbsolve.baselines import run_baseline
 from zbsolve.errors import ExportError, ProblemError, ProfileError, ScheduleFileError
 from zbsolve.export.chrome_trace import chrome_trace
@@ -51,34 +50,25 @@ def test_reader_names_a_missing_key(tmp_path):
         read_schedule(tmp_path / "f.json")
 
 
-def _set(*path, value):
-    """A change to a problem dict: the entry at path (keys and indexes) set to value."""
-    def change(problem):
-        for key in path[:-1]:
-            problem = problem[key]
-        problem[path[-1]] = value
-    return change
-
-
 SECOND_STAGE = ("pipes", 0, "stages", 1)
 
 
-@pytest.mark.parametrize("change, message", [
-    (_set("stage_costs", value=[]), "stage_costs must hold at least one cost record"),
-    (_set("pipes", value=[]), "pipes must hold at least one pipe"),
-    (_set("pipes", 0, "stages", value=[]), r"pipes\[0\].stages must not be empty"),
-    (_set(*SECOND_STAGE, "device", value=2), r"pipes\[0\].stages\[1\].device must be in 0..1, got 2"),
-    (_set(*SECOND_STAGE, "cost", value=5), r"pipes\[0\].stages\[1\].cost must index stage_costs \(0..1\), got 5"),
-    (_set("pipes", 0, "microbatches", value=[0, 0]), "pipes' microbatches must assign each id 0..1 to exactly one"),
-    (_set(*SECOND_STAGE, "device", value=0), "every device must hold a stage; device 1 holds none"),
-    (_set("memory_limit", value=[4]), r"memory_limit must give one value per device \(2\), got 1"),
-    (_set("memory_limit", value=[4, 0]), r"memory_limit\[1\] must be > 0"),
-    (_set("objective", value="latency"), "objective must be one of"),
-    (_set("time_unit", value="m\ns"), "time_unit must be a short printable name"),
+@pytest.mark.parametrize("path, value, message", [
+    (("stage_costs",), [], "stage_costs must hold at least one cost record"),
+    (("pipes",), [], "pipes must hold at least one pipe"),
+    (("pipes", 0, "stages"), [], r"pipes\[0\].stages must not be empty"),
+    ((*SECOND_STAGE, "device"), 2, r"pipes\[0\].stages\[1\].device must be in 0..1, got 2"),
+    ((*SECOND_STAGE, "cost"), 5, r"pipes\[0\].stages\[1\].cost must index stage_costs \(0..1\), got 5"),
+    (("pipes", 0, "microbatches"), [0, 0], "pipes' microbatches must assign each id 0..1 to exactly one"),
+    ((*SECOND_STAGE, "device"), 0, "every device must hold a stage; device 1 holds none"),
+    (("memory_limit",), [4], r"memory_limit must give one value per device \(2\), got 1"),
+    (("memory_limit",), [4, 0], r"memory_limit\[1\] must be > 0"),
+    (("objective",), "latency", "objective must be one of"),
+    (("time_unit",), "m\ns", "time_unit must be a short printable name"),
 ])
-def test_a_hand_edited_problem_is_refused_by_name(tmp_path, change, message):
+def test_a_hand_edited_problem_is_refused_by_name(tmp_path, path, value, message):
     data = json.loads(dumps(run_baseline("1f1b", uniform(2, 2))))
-    change(data["problem"])
+    data["problem"] = mutated(data["problem"], path, value, delete=False)
     (tmp_path / "f.json").write_text(json.dumps(data))
     with pytest.raises(ScheduleFileError, match=f"f.json: problem: {message}"):
         read_schedule(tmp_path / "f.json")
@@ -143,9 +133,8 @@ def test_chrome_trace_has_one_event_per_op():
 
 def test_chrome_trace_times_carry_no_float_noise():
     # 1.5B's per-stage times; the pair lasts 36.756 ms, which became 36755.99999999997 µs.
-    cost = StageCost(18.522, 18.086, 9.337, 3.3997, 1.2457)
-    s = run_baseline("dualpipe", build_problem(4, 8, cost, comm=0.601, placement="bidirectional",
-                                               fb_overlap=36.756))
+    s = run_baseline("dualpipe", uniform(4, 8, 18.522, 18.086, 9.337, 3.3997, 1.2457, comm=0.601,
+                                         placement="bidirectional", fb_overlap=36.756))
     events = [e for e in chrome_trace(s)["traceEvents"] if e["ph"] == "X"]
     assert {e["dur"] for e in events} == {18522.0, 18086.0, 9337.0, 27423.0, 36756.0}  # F, B, W, BW, pair
     assert all(e["ts"] * 1000 == int(e["ts"] * 1000) for e in events)  # whole nanoseconds

@@ -1,11 +1,10 @@
 """Fuzzing the readers: whatever a file holds, they answer with a zbsolve error or a value."""
 
-import copy
 import json
 from pathlib import Path
 
 import pytest
-from helpers import uniform
+from helpers import mutated, uniform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,18 +40,6 @@ def paths(value, prefix=()):
 
 SCHEDULE_PATHS = list(paths(SCHEDULE))[1:]
 PROFILE_PATHS = list(paths(PROFILE))[1:]
-
-
-def mutated(document, path, replacement, delete):
-    result = copy.deepcopy(document)
-    parent = result
-    for step in path[:-1]:
-        parent = parent[step]
-    if delete:
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = replacement
-    return result
 
 
 def only_zbsolve_errors(read, data):
