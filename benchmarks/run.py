@@ -189,9 +189,9 @@ def write_markdown(path: Path, settings: dict, rows: list[dict], scaling: list[d
         + (f"; {reference_text(settings['speed_reference'])}" if "speed_reference" in settings else "")
         + ".", "",
         "Values are in each instance's time unit. *first* and *best*: seconds from the start of the "
-        "solve (after the hand-made schedules) to the backend's first and best reported solution; a "
-        "solve that the starting schedule already proves optimal reports its total time for both. "
-        "*RSS*: the instance process's peak resident memory.", "",
+        "solve (after the hand-made schedules) to its first and best reported schedule; the first is "
+        "the starting schedule (the best fitting hand-made one or the list scheduler's), reported "
+        "before the backend runs. *RSS*: the instance process's peak resident memory.", "",
     ]
     cells = []
     for r in rows:

@@ -240,6 +240,37 @@ def test_progress_reports_values_in_problem_units():
     assert any(best == pytest.approx(0.5 * (3 * 6 + 2)) for best, _ in seen if best is not None)
 
 
+def test_progress_starts_from_the_starting_schedule_and_counts_from_the_solves_start(monkeypatch):
+    import zbsolve.solvers as solvers
+
+    seen = []
+    list_schedule, run_in_thread = solvers._list_schedule, solvers._run_in_thread
+
+    def slow_list_schedule(graph, data):
+        time.sleep(0.5)  # as a long list phase would: the backend starts later
+        found = list_schedule(graph, data)
+        seen.append(("list", found.value))
+        return found
+
+    def run(backend, data, clocked):
+        seen.append(("backend", None))
+        return run_in_thread(backend, data, clocked)
+
+    monkeypatch.setattr(solvers, "_list_schedule", slow_list_schedule)
+    monkeypatch.setattr(solvers, "_run_in_thread", run)
+    problem = uniform(4, 8, memory="0.5x")  # no hand-made schedule fits: the list scheduler starts
+    solved = solve(problem, "cpsat", time_limit=3, workers=2,
+                   progress=lambda best, bound, t: seen.append((best, bound, t)))
+    assert seen[0][0] == "list" and seen[2] == ("backend", None)
+    best, bound, at = seen[1]  # before the backend: the starting schedule and the static bound
+    own = solvers.build_input(solvers.OpGraph(problem), problem.split_backward, problem.objective)
+    assert best == seen[0][1] > bound == own.value(own.lower_bound())
+    assert solved.metrics.makespan <= best
+    reports = [entry for entry in seen if len(entry) == 3]
+    assert at >= 0.5 and all(t >= 0.5 for _, _, t in reports)  # from the solve's start, list phase included
+    assert [t for _, _, t in reports] == sorted(t for _, _, t in reports)
+
+
 def test_op_text_round_trips():
     for op in (Op("F", 0, 3, 1), Op("BW", 1, 0, 12), Op("W", 0, 0, 0)):
         assert Op.parse(str(op)) == op
