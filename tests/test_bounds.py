@@ -224,8 +224,8 @@ def test_memory_edges_wait_for_the_residual():
 
 def test_memory_edges_raise_the_vshape_bound(monkeypatch):
     # 1.5B costs, P=4, M=4, V at 0.5x: 253.362 ms with memory edges only on one-stage devices,
-    # 262.482 with them on every device (the cool-down left out), 308.7205 with the cool-down:
-    # the optimum, proven by tests/exact_model.py (113 s, so not run here).
+    # 262.482 with them on every device (the cool-down and area bounds left out), 308.7205 with
+    # the cool-down: the optimum, proven by tests/exact_model.py (113 s, so not run here).
     from zbsolve.profiles import load_profile
 
     profile = load_profile("models/zb-1.5b.json")
@@ -233,6 +233,7 @@ def test_memory_edges_raise_the_vshape_bound(monkeypatch):
                             time_unit=profile.time_unit)
     assert bound_of(problem) == pytest.approx(308.7205)
     monkeypatch.setattr(bounds, "cooldown_bound", lambda data, ops, head=None, tail=None: 0)
+    monkeypatch.setattr(bounds, "area_bound", lambda data, ops, floor=0: 0)
     assert bound_of(problem) == pytest.approx(262.4815)
 
 
@@ -248,15 +249,19 @@ def test_pair_models_keep_memory_edges_to_one_stage_devices():
     assert memory_edges(2.4) == []
 
 
-def test_the_bound_takes_the_memory_edges_pair_models_leave_out():
+def test_the_bound_takes_the_memory_edges_pair_models_leave_out(monkeypatch):
     # Two stages per device at 0.625x (one microbatch's activations of both stages fit, and
     # one more stage's): the models leave the memory edges out with F&B pairs, the static
-    # bound takes them, and meets the optimum that the plain model proves.
+    # bound takes them, and meets the optimum that the plain model proves. Without them the
+    # area bound gives 16 of it, the others 12.5.
     problem = uniform(2, 3, F=2, B=1, W=1, placement="interleaved:2", memory="0.625x", fb_overlap=1.5,
                       split_backward=False)
     data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
     assert not [(a, b) for a, b, _ in data.implied if a.kind != b.kind]
-    assert data.value(bounds.lower_bound(data)) == pytest.approx(12.5)
+    assert data.value(bounds.lower_bound(data)) == pytest.approx(16.0)
+    with monkeypatch.context() as patch:
+        patch.setattr(bounds, "area_bound", lambda data, ops, floor=0: 0)
+        assert data.value(bounds.lower_bound(data)) == pytest.approx(12.5)
     assert bound_of(problem) == pytest.approx(20.0)
     assert plain_solve(problem, time_limit=60, workers=1) == (pytest.approx(20.0), True)  # ~5 s; 2 workers took longer
 
@@ -295,3 +300,32 @@ def test_a_long_pipeline_bounds_a_sample_of_its_devices(monkeypatch, objective):
     assert 0 in sample and 11 in sample and 2 < len(sample) < 12
     assert data.value(bounds.lower_bound(data)) <= full
     assert data.value(bounds.lower_bound(data)) >= 2 * (1.0 + 2.0 + 1.5)  # a device's own work still counts
+
+
+@pytest.mark.parametrize("objective, expected", [("makespan", 10.0), ("span", 9.0)])
+def test_area_bound_by_hand(objective, expected):
+    # P=2, M=4, F = B = W = 1, activation 1, limit 2 (1x): device 0 holds each microbatch
+    # from its F to its B there, F0 F1 B1 B0: 4, so 16 of memory-time in all. By time t at
+    # most floor(t) + 1 F's have started (1 held in [0, 1)); the last B ends by T - 1 (its W
+    # follows), the one before by T - 2, so 1 is held in [T - 2, T - 1) and none after.
+    # Memory-time 1 + 2 (T - 3) + 1 = 2T - 4 >= 16: T >= 10. For its span the device counts
+    # from its first op to its last: 1 + 2 (T - 2) + 1 = 2T - 2 >= 16, T >= 9.
+    problem = uniform(2, 4, memory="1x", objective=objective)
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    assert data.value(bounds.area_bound(data, data.device_ops[0])) == expected
+    assert bounds.area_bound(data, data.device_ops[0]) <= bounds.lower_bound(data)  # others prove 13 here
+
+
+def test_area_bound_lifts_interleaved_at_half_memory(monkeypatch):
+    # 1.5B interleaved:2 at 0.5x: device 0 holds 4 microbatches (both chunks), each of whose
+    # first chunk stays 310.9 ms (16 F, 16 B and 30 comm through the pipe and back). A 60 s
+    # solve found 1705 ms against a bound of 1407.48 from the device relaxations.
+    from zbsolve.profiles import load_profile
+
+    profile = load_profile("models/zb-1.5b.json")
+    problem = build_problem(profile.devices, profile.microbatches, profile.rank_costs(profile.devices),
+                            comm=profile.comm, memory="0.5x", placement="interleaved:2",
+                            time_unit=profile.time_unit)
+    assert bound_of(problem) == pytest.approx(1465.9525)
+    monkeypatch.setattr(bounds, "area_bound", lambda data, ops, floor=0: 0)
+    assert bound_of(problem) == pytest.approx(1371.0045)

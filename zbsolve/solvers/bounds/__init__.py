@@ -6,13 +6,15 @@ the best of these and of what the backend proves. `jackson` treats one device as
 machine with heads and tails; `memory` adds the idle a memory limit forces before, between
 and after a device's backwards (its knapsacks in `fill`); `span` measures all of them from
 a device's first op; `stays` keeps apart what memory below two microbatches cannot hold
-together; `paths` holds the longest-path passes they share.
+together; `area` fits what memory holds over time to the stays it must hold; `paths`
+holds the longest-path passes they share.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .area import area_bound
 from .jackson import jackson_bound
 from .memory import cooldown_bound, middle_idle, warmup_bound
 from .paths import UNREACHED, Paths, microbatch_reach
@@ -22,8 +24,9 @@ from .stays import stays_bound
 if TYPE_CHECKING:
     from zbsolve.solvers.base import SolveInput
 
-__all__ = ["DEVICE_BOUND_WORK", "UNREACHED", "Paths", "bounded_devices", "cooldown_bound", "jackson_bound",
-           "lower_bound", "microbatch_reach", "middle_idle", "span_bound", "stays_bound", "warmup_bound"]
+__all__ = ["DEVICE_BOUND_WORK", "UNREACHED", "Paths", "area_bound", "bounded_devices", "cooldown_bound",
+           "jackson_bound", "lower_bound", "microbatch_reach", "middle_idle", "span_bound", "stays_bound",
+           "warmup_bound"]
 
 
 # About how many steps of the per-device bounds take 10 s on the 2-core machine (2-4 us
@@ -60,16 +63,18 @@ def bounded_devices(data: SolveInput) -> list[int]:
 
 
 def lower_bound(data: SolveInput) -> int:
-    """The best of the critical path and each device's Jackson, warm-up, cool-down and stays
-    bounds (for the span objective, each device's span and stays bounds), over `bounded_devices`."""
+    """The best of the critical path and each device's Jackson, warm-up, cool-down, stays and
+    area bounds (for the span objective, each device's span, stays and area bounds), over
+    `bounded_devices`."""
     devices = bounded_devices(data)
     if data.objective == "span":
         paths = Paths(data)
-        return max((max(span_bound(data, d, paths), stays_bound(data, data.device_ops[d])) for d in devices),
-                   default=0)
+        return max((max(span_bound(data, d, paths), stays_bound(data, data.device_ops[d]),
+                        area_bound(data, data.device_ops[d])) for d in devices), default=0)
     best = max((data.head[op] + data.tail[op] for op in data.ops), default=0)  # critical path
     for d in devices:
         ops = data.device_ops[d]
         best = max(best, jackson_bound(data, ops), warmup_bound(data, ops), cooldown_bound(data, ops),
                    stays_bound(data, ops))
+        best = max(best, area_bound(data, ops, floor=best))
     return best
