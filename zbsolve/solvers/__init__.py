@@ -284,7 +284,7 @@ def _backend_for(problem: Problem, solver: str) -> tuple[str, str | None]:
 def _timed_from(began: float, progress: Progress | None) -> Progress | None:
     """`progress` with every report's time counted from `began`, the solve's start: each
     backend counts from its own start, after the starting schedules (on 1.5B single at
-    0.75x, 60 s, its first report said 9.3 s at 15 s into the solve)."""
+    0.75x with a 30 s limit, its first report said 4.8 s at 6.4 s into the solve)."""
     if progress is None:
         return None
     return lambda best, bound, _elapsed: progress(best, bound, time.monotonic() - began)
