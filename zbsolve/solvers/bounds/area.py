@@ -8,9 +8,9 @@ the ends cannot hold: the device's F's start one after another from the earliest
 so by time t at most 1 + (t - head) / (shortest F) of them have started, and its
 backwards end one after another, the last at least the least tail after a backward before
 the end. Where memory holds fewer microbatches than it takes to cover their way through
-the pipe and back, this exceeds the device's work plus its warm-up and cool-down: on 1.5B
-with interleaved:2 at 0.5x (P=8, M=24) 1465.95 ms, where the other bounds give 1371.00.
-The stays bound (`stays`) is the exact form of this below two microbatches.
+the pipe and back, this can exceed the device's work plus its warm-up and cool-down: on
+1.5B with interleaved:2 at 0.5x (P=8, M=24) 1465.95 ms, where the other bounds give
+1371.00. Below two microbatches the stays bound (`stays`) runs the stays as one machine.
 """
 
 from __future__ import annotations
