@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from zbsolve.ops import Op
 
-from .paths import microbatch_reach
+from .paths import least_stays
 
 if TYPE_CHECKING:
     from zbsolve.solvers.base import SolveInput
@@ -53,12 +53,8 @@ def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
                    for f, b in backwards.items())
         if ramp.held(floor, head, tail) >= most:
             return 0
-    least_stay: dict[tuple[int, int], int] = {}  # per stage: microbatches are identical
-    need = 0
-    for f, b in backwards.items():
-        if (f.pipe, f.stage) not in least_stay:
-            least_stay[f.pipe, f.stage] = microbatch_reach(data, f)[b] + data.shortest(b)
-        need += data.memory_effect[f][0] * least_stay[f.pipe, f.stage]
+    least_stay = least_stays(data, forwards)
+    need = sum(data.memory_effect[f][0] * least_stay[f.pipe, f.stage] for f in forwards)
     low = -(-need // limit)  # memory full all the time
     high = low + head + tail + ramp.longest_loss_free()
     while low < high:  # the held area only grows with T

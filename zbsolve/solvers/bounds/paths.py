@@ -70,3 +70,16 @@ def microbatch_reach(data: SolveInput, source: Op) -> dict[Op, int]:
         if arrivals:
             reach[op] = max(arrivals)
     return reach
+
+
+def least_stays(data: SolveInput, forwards: list[Op]) -> dict[tuple[int, int], int]:
+    """Per (pipe, stage) of `forwards`: the least time from an F's start to its backward's
+    end (B, or BW when fused), its activation's stay on the device. Microbatches are
+    identical, so one walk per stage."""
+    backward = "B" if data.split else "BW"
+    stays: dict[tuple[int, int], int] = {}
+    for f in forwards:
+        if (f.pipe, f.stage) not in stays:
+            b = Op(backward, f.pipe, f.stage, f.microbatch)
+            stays[f.pipe, f.stage] = microbatch_reach(data, f)[b] + data.shortest(b)
+    return stays

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from zbsolve.ops import Op
 
 from .jackson import jackson_jobs
-from .paths import microbatch_reach
+from .paths import least_stays
 
 if TYPE_CHECKING:
     from zbsolve.solvers.base import SolveInput
@@ -34,12 +34,10 @@ def stays_bound(data: SolveInput, ops: list[Op]) -> int:
     if len(forwards) < 2 or len(owners) < len(forwards):
         return 0
     backward = "B" if data.split else "BW"
-    least_stay: dict[tuple[int, int], int] = {}  # per stage: microbatches are identical
+    least_stay = least_stays(data, forwards)
     jobs = []
     for f in forwards:
         b = Op(backward, f.pipe, f.stage, f.microbatch)
-        if (f.pipe, f.stage) not in least_stay:  # from the F's start to its backward's end
-            least_stay[f.pipe, f.stage] = microbatch_reach(data, f)[b] + data.shortest(b)
         jobs.append((data.head[f], least_stay[f.pipe, f.stage], data.tail[b] - data.shortest(b)))
     if data.objective == "span":
         return sum(length for _, length, _ in jobs)
