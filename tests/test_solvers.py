@@ -269,6 +269,7 @@ def test_progress_starts_from_the_starting_schedule_and_counts_from_the_solves_s
     reports = [entry for entry in seen if len(entry) == 3]
     assert at >= 0.5 and all(t >= 0.5 for _, _, t in reports)  # from the solve's start, list phase included
     assert [t for _, _, t in reports] == sorted(t for _, _, t in reports)
+    assert solved.solver.wall_time_s >= reports[-1][2]  # the whole solve's time, as the reports count it
 
 
 def test_op_text_round_trips():
