@@ -477,3 +477,28 @@ def test_progress_written_to_a_log_shows_each_change_once(capsys):
         "cpsat     8.7s  best 1499.54 ms  bound 1369.8  gap 8.65%",
         "cpsat    12.0s  best 1499.54 ms  bound 1372  gap 8.51%",
     ]
+
+
+def test_on_a_terminal_the_progress_clock_moves_between_reports(capsys):
+    import re
+    import time
+
+    from zbsolve.cli.solve import ProgressLine
+
+    line = ProgressLine("cpsat", "ms", enabled=True)
+    line.tty = True  # as on a terminal: one line redrawn in place
+    line.start(every=0.05)
+    time.sleep(0.2)
+    assert capsys.readouterr().err == ""  # nothing to show before the first report
+    line(1504.38, 1369.8, 0.4)
+    time.sleep(0.5)  # a silent phase
+    line.close()
+    err = capsys.readouterr().err
+    assert err.endswith("\n")
+    draws = [d for d in err.rstrip("\n").split("\r") if d]
+    assert len(draws) >= 3  # the report, then the clock's redraws
+    assert all(d.endswith("best 1504.38 ms  bound 1369.8  gap 8.95%\033[K") for d in draws)
+    clock = [float(re.match(r"cpsat +([0-9.]+)s", d).group(1)) for d in draws]
+    assert clock[0] == 0.4 and clock == sorted(clock) and clock[-1] >= 0.6  # counted on from 0.4 s
+    time.sleep(0.2)
+    assert capsys.readouterr().err == ""  # closed: the clock has stopped

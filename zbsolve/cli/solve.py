@@ -18,10 +18,12 @@ from .options import add_problem_options, problem_from_args
 class ProgressLine:
     """Live best value, bound and elapsed time on stderr, at most a few lines a second.
 
-    On a terminal one line is rewritten in place. Otherwise (a log file, a pipe) a line is
-    written only when the best value or the bound it shows has changed: phases report
-    solutions they have already reported, or worse ones, and repeating them only lengthens
-    the log."""
+    On a terminal one line is rewritten in place, and between reports a clock thread
+    (`start`) keeps its elapsed time moving: a phase can go silent for many seconds (CP-SAT's
+    presolve of a large model, a window search finding nothing better), and a frozen line
+    reads as a hung solve. Otherwise (a log file, a pipe) a line is written only when the
+    best value or the bound it shows has changed: phases report solutions they have already
+    reported, or worse ones, and repeating them only lengthens the log."""
 
     def __init__(self, solver: str, unit: str, enabled: bool) -> None:
         self.solver, self.unit, self.enabled = solver, unit, enabled
@@ -30,30 +32,60 @@ class ProgressLine:
         self.last = ""  # best, bound and gap as last written
         self.tty = sys.stderr.isatty()
         self.lock = threading.Lock()
+        self.reported: tuple[float, float] | None = None  # (elapsed, clock) of the latest report
+        self.stopped = threading.Event()
+        self.clock: threading.Thread | None = None
+
+    def start(self, every: float = 0.5) -> None:
+        """On a terminal, redraw the line every `every` seconds, its elapsed time counted on
+        from the latest report's (reports keep the solve's own clock)."""
+        if not (self.enabled and self.tty) or self.clock is not None:
+            return
+
+        def tick() -> None:
+            while not self.stopped.wait(every):
+                with self.lock:
+                    if self.reported is not None and self.last:  # drawn at least once
+                        elapsed, at = self.reported
+                        self.last = self._state()
+                        self._draw(elapsed + time.monotonic() - at, self.last)
+
+        self.clock = threading.Thread(target=tick, name="zbsolve-progress-clock", daemon=True)
+        self.clock.start()
 
     def __call__(self, best: float | None, bound: float | None, elapsed: float) -> None:
         if not self.enabled:
             return
         with self.lock:
+            self.reported = (elapsed, time.monotonic())
             if best is not None:
                 self.best = best if self.best is None else min(self.best, best)
             if bound is not None:
                 self.bound = bound if self.bound is None else max(self.bound, bound)
             if elapsed - self.shown < (0.25 if self.tty else 2.0) and best is None:
                 return
-            gap = ""
-            if self.best and self.bound is not None:
-                gap = f"  gap {100 * (self.best - self.bound) / self.best:.2f}%"
-            state = f"best {_fmt(self.best)} {self.unit}  bound {_fmt(self.bound)}{gap}"
+            state = self._state()
             if not self.tty and state == self.last:
                 return
             self.shown, self.last = elapsed, state
-            text = f"{self.solver} {elapsed:7.1f}s  {state}"
-            sys.stderr.write(("\r" + text + "\033[K") if self.tty else text + "\n")
-            sys.stderr.flush()
+            self._draw(elapsed, state)
+
+    def _state(self) -> str:
+        gap = ""
+        if self.best and self.bound is not None:
+            gap = f"  gap {100 * (self.best - self.bound) / self.best:.2f}%"
+        return f"best {_fmt(self.best)} {self.unit}  bound {_fmt(self.bound)}{gap}"
+
+    def _draw(self, elapsed: float, state: str) -> None:
+        text = f"{self.solver} {elapsed:7.1f}s  {state}"
+        sys.stderr.write(("\r" + text + "\033[K") if self.tty else text + "\n")
+        sys.stderr.flush()
 
     def close(self) -> None:
-        if self.enabled and self.tty and self.shown:
+        self.stopped.set()
+        if self.clock is not None:
+            self.clock.join()
+        if self.enabled and self.tty and self.last:
             sys.stderr.write("\n")
 
 
@@ -88,6 +120,7 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace,
     stop = install_stop_handlers()
     progress = ProgressLine(args.solver, problem.time_unit, not args.quiet)
     started = time.monotonic()
+    progress.start()
     try:
         solved = solve(problem, args.solver, time_limit=args.time_limit, workers=args.workers,
                        seed=args.seed, progress=progress, stop=stop, deterministic=args.deterministic,
