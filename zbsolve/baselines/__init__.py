@@ -14,33 +14,15 @@ from zbsolve.simulator import simulate
 from . import chunked, dualpipe, single
 
 
-def _needs_single(problem: Problem) -> str | None:
-    if problem.placement != "single":
-        return f"needs the single placement (this problem is {problem.placement})"
-    return None
-
-
 def _needs_split(problem: Problem) -> str | None:
     return None if problem.split_backward else "needs split_backward (B and W as separate ops)"
 
 
-def _needs_single_split(problem: Problem) -> str | None:
-    return _needs_single(problem) or _needs_split(problem)
-
-
-def _needs_interleaved(problem: Problem) -> str | None:
-    if not problem.placement.startswith("interleaved:"):
-        return f"needs an interleaved:V placement (this problem is {problem.placement})"
+def _needs_whole_rounds(problem: Problem) -> str | None:
     if problem.microbatches % problem.devices:
         return (f"needs the number of microbatches ({problem.microbatches}) to be a multiple of "
                 f"the number of ranks ({problem.devices})")
     return None
-
-
-def _needs_vshape_split(problem: Problem) -> str | None:
-    if problem.placement != "vshape":
-        return f"needs the vshape placement (this problem is {problem.placement})"
-    return _needs_split(problem)
 
 
 def _needs_two_p_microbatches(problem: Problem) -> str | None:
@@ -49,36 +31,33 @@ def _needs_two_p_microbatches(problem: Problem) -> str | None:
     return None
 
 
-def _needs_dualpipe(problem: Problem) -> str | None:
-    if problem.placement != "bidirectional":
-        return f"needs the bidirectional placement (this problem is {problem.placement})"
-    return _needs_split(problem) or _needs_two_p_microbatches(problem)
-
-
-def _needs_dualpipe_v(problem: Problem) -> str | None:
-    return _needs_vshape_split(problem) or _needs_two_p_microbatches(problem)
-
-
 @dataclass(frozen=True)
 class Baseline:
     name: str
     title: str
     build: Callable[[Problem], list]
-    refuses: Callable[[Problem], str | None]
     placement: str  # the named placement it is made for ("interleaved" for any interleaved:V)
+    needs: tuple[Callable[[Problem], str | None], ...] = ()  # what else it needs, each saying why not
+
+    def refuses(self, problem: Problem) -> str | None:
+        """Why it does not fit the problem (its placement first), or None."""
+        if problem.placement.split(":")[0] != self.placement:
+            wanted = "an interleaved:V" if self.placement == "interleaved" else f"the {self.placement}"
+            return f"needs {wanted} placement (this problem is {problem.placement})"
+        return next((reason for need in self.needs if (reason := need(problem)) is not None), None)
 
 
 BASELINES: dict[str, Baseline] = {
     b.name: b
     for b in (
-        Baseline("gpipe", "GPipe", single.gpipe, _needs_single, "single"),
-        Baseline("1f1b", "1F1B", single.one_f_one_b, _needs_single, "single"),
-        Baseline("zb-h1", "ZB-H1", single.zb_h1, _needs_single_split, "single"),
-        Baseline("zb-h2", "ZB-H2", single.zb_h2, _needs_single_split, "single"),
-        Baseline("interleaved", "interleaved 1F1B", chunked.interleaved_1f1b, _needs_interleaved, "interleaved"),
-        Baseline("zb-v", "ZB-V", chunked.zb_v, _needs_vshape_split, "vshape"),
-        Baseline("dualpipe", "DualPipe", dualpipe.dualpipe, _needs_dualpipe, "bidirectional"),
-        Baseline("dualpipev", "DualPipeV", dualpipe.dualpipe_v, _needs_dualpipe_v, "vshape"),
+        Baseline("gpipe", "GPipe", single.gpipe, "single"),
+        Baseline("1f1b", "1F1B", single.one_f_one_b, "single"),
+        Baseline("zb-h1", "ZB-H1", single.zb_h1, "single", (_needs_split,)),
+        Baseline("zb-h2", "ZB-H2", single.zb_h2, "single", (_needs_split,)),
+        Baseline("interleaved", "interleaved 1F1B", chunked.interleaved_1f1b, "interleaved", (_needs_whole_rounds,)),
+        Baseline("zb-v", "ZB-V", chunked.zb_v, "vshape", (_needs_split,)),
+        Baseline("dualpipe", "DualPipe", dualpipe.dualpipe, "bidirectional", (_needs_split, _needs_two_p_microbatches)),
+        Baseline("dualpipev", "DualPipeV", dualpipe.dualpipe_v, "vshape", (_needs_split, _needs_two_p_microbatches)),
     )
 }
 
