@@ -162,10 +162,11 @@ def test_the_phase_raises_a_bound_towards_its_optimum():
     assert spent <= 5 + 0.01  # CP-SAT's last question may end a hair past its work limit (20.00003 of 20 seen)
 
 
-def test_the_phase_gives_up_when_no_device_answers():
-    # P=8 M=24 (the standard suite's V-shape at half memory, too large for the phase in a
-    # solve): no relaxation question is answered within the first rounds, so the phase ends
-    # after them, well within its budget.
+def test_the_phase_gives_up_when_no_device_answers(monkeypatch):
+    # P=8 M=24 (the standard suite's V-shape at half memory, too large for the phase's rounds
+    # in a solve; here they run on it): no relaxation question is answered within the first
+    # rounds, so the phase ends after them, well within its budget.
+    monkeypatch.setattr(relaxed, "UP_TO_OPS", 2_000)
     data = _input(zb_1_5b(8, 24, "vshape", "0.5x"))
     data.incumbent = data.lower_bound() * 2
     raised, device, spent = relaxed.raise_bound(data, 10, deterministic_ask)
@@ -184,6 +185,32 @@ def test_only_the_makespan_under_a_memory_limit_without_pairs_is_relaxed():
     # With pairs each question takes too long for the phase's rounds (see `eligible`).
     assert not relaxed.eligible(_input(dualpipe_1_5b(4, 8, "1x")))
     assert not relaxed.eligible(_input(zb_1_5b(8, 24, "vshape", "0.5x")))  # 1,152 ops
+
+
+def test_above_its_size_the_phase_asks_the_device_where_memory_time_binds():
+    # 1.5B interleaved:2 at half memory, P=8 M=24 (1,152 ops): device 0's memory-time (area)
+    # bound is the static bound, 1465.9525 ms. Given a long limit the phase runs, asking that
+    # device alone; at 60 s (a budget of 9 s) it does not. On the V-shape of the same size no
+    # device's area bound is the static bound (1369.8025 from the others), so it never runs there.
+    data = _input(zb_1_5b(8, 24, "interleaved:2", "0.5x"))
+    assert len(data.ops) == 1152 and data.value(data.lower_bound()) == pytest.approx(1465.9525)
+    assert relaxed.memory_bound_device(data) == 0
+    data.time_limit = 60
+    assert not relaxed.eligible(data)
+    data.time_limit = relaxed.LARGE_BUDGET / relaxed.SHARE
+    assert relaxed.eligible(data)
+    vshape = _input(zb_1_5b(8, 24, "vshape", "0.5x"))
+    vshape.time_limit = 600
+    assert relaxed.memory_bound_device(vshape) is None and not relaxed.eligible(vshape)
+    wider = _input(zb_1_5b(8, 24, "interleaved:3", "0.5x"))  # 1,728 ops: too slow to answer (see LARGE_UP_TO_OPS)
+    wider.time_limit = 600
+    assert relaxed.memory_bound_device(wider) == 0 and not relaxed.eligible(wider)
+    # Seven work units rule out the static bound itself (the next question, a quarter of the
+    # way to 1705 ms, is left open): device 0 alone was asked.
+    data.incumbent = round(1705 * data.lower_bound() / data.value(data.lower_bound()))
+    raised, device, spent = relaxed.raise_bound(data, 7, deterministic_ask)
+    assert device == 0 and raised == data.lower_bound() + 1
+    assert spent <= 7 + 0.01
 
 
 def test_a_solve_reports_the_bound_of_the_relaxation(monkeypatch):

@@ -175,7 +175,7 @@ def solve_cpsat(data: SolveInput) -> BackendResult:
     # Where window search runs, a mirrored phase did not help (14.6B on DualPipe's placement at
     # 1x, 2,304 ops, 60 s: 1642.28 ms without it; 1649.36 with it first, 1654.57 in the model's half).
     alone = data.pair_duration is not None and len(data.ops) >= mirror.ALONE_FROM_OPS
-    small = relaxed.eligible(data) and len(data.ops) <= PROBE_UP_TO_OPS
+    small = len(data.ops) <= PROBE_UP_TO_OPS and relaxed.eligible(data)
     probed, probing = _probe(data, t0, deadline) if small else (None, 0.0)
     if probed is not None and (probed.status == "optimal" or data.stop.is_set()):
         probed.interrupted = probed.status != "optimal"

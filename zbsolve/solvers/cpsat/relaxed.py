@@ -16,8 +16,8 @@ model did not raise; the last device alone rules out 920 ms in 4.7 s. Single pla
 first, a 60 s solve proves its 1527.93 optimal. (Those were measured before the cool-down
 bound counted middle windows, which now give 935.50 and 1472.19 ms by themselves.) At
 V-shape P=8 M=24 no device's first question is answered within 30 s: the phase gives up
-when a few short rounds answer nothing, and does not run on problems of that size
-(`UP_TO_OPS`).
+when a few short rounds answer nothing, and above `UP_TO_OPS` ops asks only a device whose
+memory-time bound is the static bound, and only given `LARGE_BUDGET` (`eligible`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ortools.sat.python import cp_model
 
 from zbsolve.ops import Op
 from zbsolve.solvers.base import SolveInput
-from zbsolve.solvers.bounds import UNREACHED, Paths
+from zbsolve.solvers.bounds import UNREACHED, Paths, area_bound
 
 from .counted import add_counted_memory, counted_terms
 from .memory import add_memory
@@ -40,18 +40,31 @@ ROUNDS = 3  # with no device answered by then, the phase gives up
 # Each question asks a quarter of the way from what is proven to the best schedule: near the
 # optimum proofs get slow.
 STEP = 4
-# Larger problems skip the phase: on the benchmark suite's 1,152-op V-shapes (P=8 M=24, 60 s,
-# 2 workers) no device answered a question within the rounds, so the phase only took time from
-# the search (its schedules, 1458.72 and 2423.91 ms, were within the spread of runs without it:
+# Larger problems skip the rounds: on the benchmark suite's 1,152-op V-shapes (P=8 M=24, 60 s,
+# 2 workers) no device answered a question within them, so the phase only took time from the
+# search (its schedules, 1458.72 and 2423.91 ms, were within the spread of runs without it:
 # 1453.40 and 1453.84; 2426.93 and 2413.96).
 UP_TO_OPS = 1_000
+# Above that, up to LARGE_UP_TO_OPS and given LARGE_BUDGET of the limit's measure, the phase
+# asks one device: the one whose memory-time bound (`bounds.area`) is the static bound, where
+# memory binds and the device's relaxation sees how its order lengthens the stays. 1.5B
+# interleaved:2 at 0.5x, P=8 M=24 (1,152 ops, static bound 1465.95 ms from device 0's area
+# bound; Xeon, 2 workers): device 0's relaxation ruled out 1466, 1500, 1520 and 1550 ms in
+# 5.8, 8.3-8.9, 12.8 and 19.5 s, no other device's 1500 within 20 s; the phase alone, given
+# 30 s, proved 2399.63 ms on 6.2B (static 2312.89). At 1,728 ops (1.5B interleaved:3) it
+# proved one unit above the static bound in 90 s, at 4,608 (14.6B interleaved:2) nothing in
+# 30 s. No instance of the benchmark suites has such a device.
+LARGE_UP_TO_OPS = 1_500
+LARGE_BUDGET = 30.0
 
 # ask(model, limit) -> (CP-SAT status code, the limit's measure spent: seconds, or work units)
 Ask = Callable[[cp_model.CpModel, float], tuple[int, float]]
 
 
 def eligible(data: SolveInput) -> bool:
-    """The makespan under a memory limit, without F&B pairs, within `UP_TO_OPS` ops.
+    """The makespan under a memory limit, without F&B pairs, within `UP_TO_OPS` ops; up to
+    `LARGE_UP_TO_OPS`, where a device's memory-time bound is the static bound and the phase's
+    share of the limit is at least `LARGE_BUDGET`.
 
     With pairs a device's relaxation alone proves little; a device with its neighbour does
     (`benchmarks/one_device.py`), but too slowly for the phase's rounds. On 1.5B costs on
@@ -61,8 +74,18 @@ def eligible(data: SolveInput) -> bool:
     over each device and the next (and the short search of the whole model before it), 60 s
     solves proved P=4 M=8 and P=8 M=8 optimal in 8.1 and 1.9 s against 3.0 and 1.0 s without,
     14.6B P=4 M=8 in 20.9 against 43.1 s."""
-    return (data.objective == "makespan" and data.pair_duration is None and data.memory_limit is not None
-            and len(data.ops) <= UP_TO_OPS)
+    if data.objective != "makespan" or data.pair_duration is not None or data.memory_limit is None:
+        return False
+    if len(data.ops) <= UP_TO_OPS:
+        return True
+    return (len(data.ops) <= LARGE_UP_TO_OPS and SHARE * data.time_limit >= LARGE_BUDGET
+            and memory_bound_device(data) is not None)
+
+
+def memory_bound_device(data: SolveInput) -> int | None:
+    """The first device whose memory-time (area) bound is the static bound, if one is."""
+    static = data.lower_bound()
+    return next((d for d, ops in enumerate(data.device_ops) if ops and area_bound(data, ops) >= static), None)
 
 
 def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool = True,
@@ -139,11 +162,17 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
     lower, best = data.lower_bound(), data.incumbent
     if best is None or best <= lower:
         return None, None, 0.0
-    paths, terms, spent = Paths(data), counted_terms(data), 0.0
     unasked = [d for d, ops in enumerate(data.device_ops) if ops]
+    limit = FIRST_SHARE * budget / max(1, len(unasked))
+    if len(data.ops) > UP_TO_OPS:  # one device, whose first question may take the whole budget
+        device = memory_bound_device(data)
+        if device is None:
+            return None, None, 0.0
+        unasked, limit = [device], budget
+    paths, terms, spent = Paths(data), counted_terms(data), 0.0
     models: dict = {}  # built when first asked
     ceiling: dict[int, int] = {}  # candidates: each has a relaxation schedule no longer than this
-    proven, by, limit, rounds, answered = None, None, FIRST_SHARE * budget / max(1, len(unasked)), 0, False
+    proven, by, rounds, answered = None, None, 0, False
 
     def prove(value: int, device: int) -> None:
         nonlocal proven, by
