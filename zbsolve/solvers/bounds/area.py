@@ -39,7 +39,7 @@ def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
     forwards = [op for op in ops if op.kind == "F" and data.memory_effect[op][0] > 0]
     if not forwards or sum(data.memory_effect[f][0] for f in forwards) <= limit:
         return 0  # memory holds every stay at once: at most the longest stay, which the paths count
-    backwards = {f: Op(backward, f.pipe, f.stage, f.microbatch) for f in forwards}
+    backwards = {f: f.with_kind(backward) for f in forwards}
     span = data.objective == "span"
     head = 0 if span else min(data.head[f] for f in forwards)
     tail = 0 if span else min(data.tail[b] - data.shortest(b) for b in backwards.values())

@@ -80,6 +80,6 @@ def least_stays(data: SolveInput, forwards: list[Op]) -> dict[tuple[int, int], i
     stays: dict[tuple[int, int], int] = {}
     for f in forwards:
         if (f.pipe, f.stage) not in stays:
-            b = Op(backward, f.pipe, f.stage, f.microbatch)
+            b = f.with_kind(backward)
             stays[f.pipe, f.stage] = microbatch_reach(data, f)[b] + data.shortest(b)
     return stays

@@ -37,7 +37,7 @@ def stays_bound(data: SolveInput, ops: list[Op]) -> int:
     least_stay = least_stays(data, forwards)
     jobs = []
     for f in forwards:
-        b = Op(backward, f.pipe, f.stage, f.microbatch)
+        b = f.with_kind(backward)
         jobs.append((data.head[f], least_stay[f.pipe, f.stage], data.tail[b] - data.shortest(b)))
     if data.objective == "span":
         return sum(length for _, length, _ in jobs)
