@@ -319,7 +319,7 @@ def test_area_bound_by_hand(objective, expected):
 def test_area_bound_lifts_interleaved_at_half_memory(monkeypatch):
     # 1.5B interleaved:2 at 0.5x: device 0 holds 4 microbatches (both chunks), each of whose
     # first chunk stays 310.9 ms (16 F, 16 B and 30 comm through the pipe and back). A 60 s
-    # solve found 1705 ms against a bound of 1407.48 from the device relaxations.
+    # solve found 1705 ms and reported a bound of 1407.48.
     from zbsolve.profiles import load_profile
 
     profile = load_profile("models/zb-1.5b.json")
