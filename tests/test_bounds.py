@@ -140,6 +140,19 @@ def test_span_bound_counts_the_work_of_other_devices_in_between(P, M, F, B, W, o
     assert bound_of(problem) == pytest.approx(optimum)
 
 
+@pytest.mark.parametrize("P, M, memory, optimum", [
+    # By hand (P=2 M=2, each chunk 0.5 per op): device 0 runs F of stage 0 for both microbatches
+    # by 1, F of stage 2 at 1 and 1.5 (after stage 1's), and its first backward waits for
+    # stages 3's F and B: idle from 2 to 2.5 on top of its 6 of work. Counted from stage 2's F
+    # as if it could come first, the bound was 6.0, 9.0 and 12.0.
+    (2, 2, None, 6.5), (3, 3, None, 10.0), (2, 4, "1x", 12.5),
+])
+def test_interleaved_span_bound_counts_from_the_first_stage_forward(P, M, memory, optimum):
+    problem = uniform(P, M, placement="interleaved:2", memory=memory, objective="span")
+    assert plain_optimum(problem) == pytest.approx(optimum)
+    assert bound_of(problem) == pytest.approx(optimum)
+
+
 def test_span_bound_proves_the_zero_bubble_2x_span():
     # 1.5B at 2x: the first device's span is at least the last stage's head (7 F and comm),
     # its 24 F and 24 B, the backward chain back to the first (7 comm and 7 B), then W: 1152.599 ms,

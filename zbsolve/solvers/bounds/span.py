@@ -18,7 +18,12 @@ def span_bound(data: SolveInput, device: int, paths: Paths) -> int:
     device starts no earlier than its longest path from that F (the least over the
     candidates), and is followed by its longest path to the end of an op on the device."""
     ops = data.device_ops[device]
-    starts = [paths.longest_from(first) for first in data.first_forwards(device)]
+    firsts = data.first_forwards(device)
+    reached = {first: paths.longest_from(first) for first in firsts}
+    # An F that another stage's F here leads to never comes first (interleaved:2: F of stage 8
+    # after stage 0's, both on device 0), so the span counts from one that none leads to.
+    starts = [reach for first, reach in reached.items()
+              if all(other == first or reached[other][paths.index[first]] == UNREACHED for other in firsts)]
     to_end = paths.longest_to(ops)
     head, tail = {}, {}
     for op in ops:
