@@ -11,6 +11,7 @@ from zbsolve.placements import build_problem
 from zbsolve.problem import StageCost
 from zbsolve.solvers import bounds
 from zbsolve.solvers.base import build_input
+from zbsolve.solvers.bounds.area import most_held
 
 
 def bound_of(problem) -> float:
@@ -266,12 +267,13 @@ def test_the_bound_takes_the_memory_edges_pair_models_leave_out(monkeypatch):
     # Two stages per device at 0.625x (one microbatch's activations of both stages fit, and
     # one more stage's): the models leave the memory edges out with F&B pairs, the static
     # bound takes them, and meets the optimum that the plain model proves. Without them the
-    # area bound gives 16 of it, the others 12.5.
+    # area bound gives 19 of it (16 when it took the limit's 2.5 chunk activations for held,
+    # where 2 fit), the others 12.5.
     problem = uniform(2, 3, F=2, B=1, W=1, placement="interleaved:2", memory="0.625x", fb_overlap=1.5,
                       split_backward=False)
     data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
     assert not [(a, b) for a, b, _ in data.implied if a.kind != b.kind]
-    assert data.value(bounds.lower_bound(data)) == pytest.approx(16.0)
+    assert data.value(bounds.lower_bound(data)) == pytest.approx(19.0)
     with monkeypatch.context() as patch:
         patch.setattr(bounds, "area_bound", lambda data, ops, floor=0: 0)
         assert data.value(bounds.lower_bound(data)) == pytest.approx(12.5)
@@ -340,8 +342,37 @@ def test_area_bound_lifts_interleaved_at_half_memory(monkeypatch):
                             comm=profile.comm, memory="0.5x", placement="interleaved:2",
                             time_unit=profile.time_unit)
     assert bound_of(problem) == pytest.approx(1465.9525)
+    # 0.55x holds 8.8 of device 0's chunk activations, but only 8 fit at once: the same bound
+    # (the limit itself gave 1361.668).
+    roomier = build_problem(profile.devices, profile.microbatches, profile.rank_costs(profile.devices),
+                            comm=profile.comm, memory="0.55x", placement="interleaved:2",
+                            time_unit=profile.time_unit)
+    assert bound_of(roomier) == pytest.approx(1465.9525)
     monkeypatch.setattr(bounds, "area_bound", lambda data, ops, floor=0: 0)
     assert bound_of(problem) == pytest.approx(1371.0045)
+
+
+@pytest.mark.parametrize("limit, sizes, held", [
+    (64, [10] * 8, 60),  # 6.4 of one size: 6 fit
+    (64, [10] * 4, 40),  # all of them
+    (7, [3, 3, 5], 6),  # 3 + 3; 5 alone or with a 3 leaves more room or does not fit
+    (8, [3, 3, 5], 8),  # 3 + 5
+    (11, [4, 4, 4, 6, 6], 10),
+])
+def test_most_held_is_the_fullest_set_of_activations_within_the_limit(limit, sizes, held):
+    assert most_held(limit, sizes) == held
+
+
+@pytest.mark.parametrize("P, M, optimum", [
+    # P=3 at 0.8x: the limit holds 2.4 activations, so 2 F's (not 2.4) fill the wait for the
+    # first backward and the windows after it. Counting 2.4 the bounds were 17.1 and 24.6.
+    (3, 4, 17.5),
+    (4, 6, 24.8),
+])
+def test_memory_bounds_count_whole_forwards(P, M, optimum):
+    problem = uniform(P, M, memory="0.8x", F=1, B=1.2, W=0.7)
+    assert plain_optimum(problem) == pytest.approx(optimum)
+    assert bound_of(problem) == pytest.approx(optimum)
 
 
 @pytest.mark.parametrize("M, split, objective, comm, costs, others, area, optimum", [

@@ -2,7 +2,8 @@
 
 Each F's activation stays on its device from the F's start to its backward's end (B, or
 BW when fused), at least the path from the F through the rest of the pipe and back: its
-stay. At any moment the activations held sum to at most the limit L, so over a schedule
+stay. At any moment the activations held sum to at most the limit L (at most the fullest
+set of them that fits: 6 of a size the limit holds 6.4 times), so over a schedule
 of length T the stays' area (activation x least stay, summed) is at most L x T, less what
 the ends cannot hold: the device's F's start one after another from the earliest F's head,
 so by time t at most 1 + (t - head) / (shortest F) of them have started, and its
@@ -15,7 +16,8 @@ the pipe and back, this can exceed the device's work plus its warm-up and cool-d
 
 from __future__ import annotations
 
-from itertools import accumulate
+import math
+from itertools import accumulate, product
 from typing import TYPE_CHECKING
 
 from zbsolve.ops import Op
@@ -24,6 +26,8 @@ from .paths import least_stays
 
 if TYPE_CHECKING:
     from zbsolve.solvers.base import SolveInput
+
+HELD_CASES = 20_000  # sets of sizes tried for `most_held`; beyond, the limit itself
 
 
 def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
@@ -39,6 +43,7 @@ def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
     forwards = [op for op in ops if op.kind == "F" and data.memory_effect[op][0] > 0]
     if not forwards or sum(data.memory_effect[f][0] for f in forwards) <= limit:
         return 0  # memory holds every stay at once: at most the longest stay, which the paths count
+    limit = most_held(limit, [data.memory_effect[f][0] for f in forwards])
     backwards = {f: f.with_kind(backward) for f in forwards}
     span = data.objective == "span"
     head = 0 if span else min(data.head[f] for f in forwards)
@@ -64,6 +69,23 @@ def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
         else:
             low = middle + 1
     return low
+
+
+def most_held(limit: int, sizes: list[int]) -> int:
+    """The most that activations of these sizes can hold together within `limit`: at most
+    the limit, less where no set of them fills it (the limit holds 6.4 of one size, 6 fit)."""
+    counts: dict[int, int] = {}
+    for size in sizes:
+        counts[size] = counts.get(size, 0) + 1
+    *others, (last, most) = sorted(counts.items())
+    if math.prod(min(n, limit // size) + 1 for size, n in others) > HELD_CASES:
+        return limit
+    best = 0
+    for taken in product(*(range(min(n, limit // size) + 1) for size, n in others)):
+        room = limit - sum(k * size for k, (size, _) in zip(taken, others))
+        if room >= 0:
+            best = max(best, limit - room + min(most, room // last) * last)
+    return best
 
 
 class _Ramp:

@@ -26,13 +26,13 @@ def most_fill(free: int, kinds: list[tuple[int, int, int, int, int]]) -> float:
             continue
         deferred = [(r, w, count - n) for n, (count, _, _, w, r) in zip(waiting, kinds) if w > 0 and count > n]
         work = sum(n * (b + w) for n, (_, _, b, w, _) in zip(waiting, kinds))
-        best = max(best, work + _most_w(room, deferred))
+        best = max(best, work + most_length(room, deferred))
     return best
 
 
-def _most_w(room: int, items: list[tuple[int, int, int]]) -> float:
-    """The most W work (size, length, count) that fits `room`: exact when the sizes are equal
-    (the longest first), otherwise the fractional knapsack, which is an upper bound."""
+def most_length(room: int, items: list[tuple[int, int, int]]) -> float:
+    """The most length of items (size, length, count) that fits `room`: exact when the sizes
+    are equal (the longest first), otherwise the fractional knapsack, which is an upper bound."""
     free = sum(length * count for size, length, count in items if size <= 0)
     items = [item for item in items if item[0] > 0]
     if len({size for size, _, _ in items}) <= 1:
