@@ -154,6 +154,22 @@ def test_interleaved_span_bound_counts_from_the_first_stage_forward(P, M, memory
     assert bound_of(problem) == pytest.approx(optimum)
 
 
+@pytest.mark.parametrize("placement, memory, objective, bound", [
+    # 1.5B costs, P=8 M=16. Interleaved:2 span at 1x: the makespan's bound, where counting
+    # from stage 8's F gave 743.1415. Single at 1.1x (8.8 activations, 8 fit): the optimum a
+    # 15 s solve proves, where 8.8 F's in the warm-up gave 909.354.
+    ("interleaved:2", "1x", "span", 819.6645),
+    ("single", "1.1x", "makespan", 924.171),
+])
+def test_profile_bounds_that_whole_counts_and_first_forwards_raised(placement, memory, objective, bound):
+    from zbsolve.profiles import load_profile
+
+    profile = load_profile("models/zb-1.5b.json")
+    problem = build_problem(8, 16, profile.rank_costs(8), comm=profile.comm, memory=memory, placement=placement,
+                            objective=objective, time_unit=profile.time_unit)
+    assert bound_of(problem) == pytest.approx(bound)
+
+
 def test_span_bound_proves_the_zero_bubble_2x_span():
     # 1.5B at 2x: the first device's span is at least the last stage's head (7 F and comm),
     # its 24 F and 24 B, the backward chain back to the first (7 comm and 7 B), then W: 1152.599 ms,
