@@ -11,7 +11,7 @@ from zbsolve.placements import build_problem
 from zbsolve.problem import StageCost
 from zbsolve.solvers import bounds
 from zbsolve.solvers.base import build_input
-from zbsolve.solvers.bounds.area import most_held
+from zbsolve.solvers.bounds.fill import most_held
 
 
 def bound_of(problem) -> float:

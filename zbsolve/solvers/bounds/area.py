@@ -16,18 +16,16 @@ the pipe and back, this can exceed the device's work plus its warm-up and cool-d
 
 from __future__ import annotations
 
-import math
-from itertools import accumulate, product
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from zbsolve.ops import Op
 
+from .fill import most_held
 from .paths import least_stays
 
 if TYPE_CHECKING:
     from zbsolve.solvers.base import SolveInput
-
-HELD_CASES = 20_000  # sets of sizes tried for `most_held`; beyond, the limit itself
 
 
 def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
@@ -69,23 +67,6 @@ def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
         else:
             low = middle + 1
     return low
-
-
-def most_held(limit: int, sizes: list[int]) -> int:
-    """The most that activations of these sizes can hold together within `limit`: at most
-    the limit, less where no set of them fills it (the limit holds 6.4 of one size, 6 fit)."""
-    counts: dict[int, int] = {}
-    for size in sizes:
-        counts[size] = counts.get(size, 0) + 1
-    *others, (last, most) = sorted(counts.items())
-    if math.prod(min(n, limit // size) + 1 for size, n in others) > HELD_CASES:
-        return limit
-    best = 0
-    for taken in product(*(range(min(n, limit // size) + 1) for size, n in others)):
-        room = limit - sum(k * size for k, (size, _) in zip(taken, others))
-        if room >= 0:
-            best = max(best, limit - room + min(most, room // last) * last)
-    return best
 
 
 class _Ramp:

@@ -1,11 +1,15 @@
-"""Knapsacks for the memory bounds: the most work that what memory holds can offer."""
+"""Knapsacks for the memory bounds: the most work that what memory holds can offer, and the
+most of the limit that whole activations can fill."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from itertools import product
 
-COOLDOWN_CASES = 20_000  # fill combinations counted exactly; beyond, a fractional relaxation
+# Combinations counted exactly (the cool-down's fill, the fullest set of activations);
+# beyond, a relaxation: the fractional knapsack, or the limit itself.
+EXACT_CASES = 20_000
 
 
 def most_fill(free: int, kinds: list[tuple[int, int, int, int, int]]) -> float:
@@ -16,7 +20,7 @@ def most_fill(free: int, kinds: list[tuple[int, int, int, int, int]]) -> float:
     """
     choices = [range(count + 1) if activation <= 0 else range(min(count, free // activation) + 1)
                for count, activation, *_ in kinds]
-    if math.prod(len(c) for c in choices) > COOLDOWN_CASES:
+    if math.prod(len(c) for c in choices) > EXACT_CASES:
         items = [(a, b + w, n) for n, a, b, w, _ in kinds] + [(r, w, n) for n, _, _, w, r in kinds]
         return fractional(free, items)
     best = 0.0
@@ -56,3 +60,17 @@ def fractional(room: float, items: list[tuple[int, int, int]]) -> float:
         if room <= 0:
             break
     return total
+
+
+def most_held(limit: int, sizes: list[int]) -> int:
+    """The most that activations of these sizes can hold together within `limit`: at most
+    the limit, less where no set of them fills it (the limit holds 6.4 of one size, 6 fit)."""
+    *others, (last, most) = sorted(Counter(sizes).items())
+    if math.prod(min(n, limit // size) + 1 for size, n in others) > EXACT_CASES:
+        return limit
+    best = 0
+    for taken in product(*(range(min(n, limit // size) + 1) for size, n in others)):
+        room = limit - sum(k * size for k, (size, _) in zip(taken, others))
+        if room >= 0:
+            best = max(best, limit - room + min(most, room // last) * last)
+    return best
