@@ -170,6 +170,38 @@ def test_profile_bounds_that_whole_counts_and_first_forwards_raised(placement, m
     assert bound_of(problem) == pytest.approx(bound)
 
 
+@pytest.mark.parametrize("placement, split, starting_before, ending_after", [
+    # On a V every op of the last device follows an F of each device before it, and its W's
+    # lead nowhere; a fused BW leads down to device 0; DualPipe's pipes start at either end.
+    ("vshape", True, [[0], [0, 1], [0, 1, 2]], [[0], [1], [2]]),
+    ("single", False, [[0], [0, 1], [0, 1, 2]], [[0], [0, 1], [0, 1, 2]]),
+    ("bidirectional", True, [[0], [1]], [[0], [1]]),
+])
+def test_devices_whose_span_starts_before_or_ends_after(placement, split, starting_before, ending_after):
+    problem = uniform(2 if placement == "bidirectional" else 3, 4, placement=placement, split_backward=split,
+                      objective="span")
+    paths = bounds.Paths(build_input(OpGraph(problem), split, "span"))
+    assert [paths.starting_before(d) for d in range(problem.devices)] == starting_before
+    assert [paths.ending_after(d) for d in range(problem.devices)] == ending_after
+
+
+def test_vshape_span_bound_follows_the_backwards_to_device_0():
+    # 1.5B costs, P=8 M=16, V-shape at 0.75x. Device 0 starts no later than the turn device,
+    # so the turn device's span holds its ops and the paths of their backwards on to device
+    # 0's end: its makespan bound (the cool-down, 910.3525 ms) less the least wait for its
+    # first F, 7 chunk F's and comm (7 x 9.862). Measured on its own ops' ends it was 786.802.
+    from zbsolve.profiles import load_profile
+
+    profile = load_profile("models/zb-1.5b.json")
+
+    def bound(objective):
+        return bound_of(build_problem(8, 16, profile.rank_costs(8), comm=profile.comm, memory="0.75x",
+                                      placement="vshape", objective=objective, time_unit=profile.time_unit))
+
+    assert bound("makespan") == pytest.approx(910.3525)
+    assert bound("span") == pytest.approx(910.3525 - 7 * (18.522 / 2 + 0.601))
+
+
 def test_span_bound_proves_the_zero_bubble_2x_span():
     # 1.5B at 2x: the first device's span is at least the last stage's head (7 F and comm),
     # its 24 F and 24 B, the backward chain back to the first (7 comm and 7 B), then W: 1152.599 ms,

@@ -41,11 +41,13 @@ def bounded_devices(data: SolveInput) -> list[int]:
     and the busiest others, as many as that allows. Each device's bound holds on its
     own, so any subset gives a valid bound, at worst a weaker one.
 
-    Steps per device: at span, the longest-path passes over every op; at makespan, the
-    cool-down's paths through a microbatch from each stage here, about 3 steps per op."""
+    Steps per device: at span, the longest-path passes over every op (up to four, and a
+    one-machine bound on each other device in up to two frames: about twice the op count);
+    at makespan, the cool-down's paths through a microbatch from each stage here, about 3
+    steps per op."""
     devices = [d for d, ops in enumerate(data.device_ops) if ops]
     if data.objective == "span":
-        each = len(data.ops)
+        each = 2 * len(data.ops)
     else:
         longest = max(len(ops) for ops in data.microbatch_ops.values())
         each = 3 * longest * max(len(data.forward_chains(d)) for d in devices)

@@ -3,6 +3,7 @@ microbatch (the memory bounds' trips)."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from zbsolve.ops import Op
@@ -23,6 +24,8 @@ class Paths:
         self.ops = data.topological
         self.index = data.rank
         self.shortest = [data.shortest(op) for op in self.ops]
+        self.device = [data.graph.device(op) for op in self.ops]
+        self.devices = len(data.device_ops)
         # Each edge with its length: the predecessor's least duration plus the delay.
         self.before: list[list[tuple[int, int]]] = [[] for _ in self.ops]
         self.after: list[list[tuple[int, int]]] = [[] for _ in self.ops]
@@ -32,18 +35,47 @@ class Paths:
                 self.before[i].append((j, self.shortest[j] + delay))
                 self.after[j].append((i, self.shortest[j] + delay))
 
-    def longest_from(self, source: Op) -> list[int]:
-        """Longest path (start to start) from `source` to each op; UNREACHED where none."""
-        first = self.index[source]
+    def longest_from(self, sources: list[Op]) -> list[int]:
+        """Longest path (start to start) from any of `sources` to each op (0 at a source);
+        UNREACHED where none."""
         reach = [UNREACHED] * len(self.ops)
-        reach[first] = 0
-        for i in range(first + 1, len(self.ops)):
-            best = UNREACHED
+        for source in sources:
+            reach[self.index[source]] = 0
+        for i in range(min(self.index[op] for op in sources), len(self.ops)):
+            best = reach[i]
             for j, length in self.before[i]:
                 if reach[j] != UNREACHED and reach[j] + length > best:
                     best = reach[j] + length
             reach[i] = best
         return reach
+
+    def starting_before(self, device: int) -> list[int]:
+        """The devices (this one among them) whose first op starts no later than this
+        device's: an op of theirs leads to each op here."""
+        return self._device_links[0][device]
+
+    def ending_after(self, device: int) -> list[int]:
+        """The devices (this one among them) whose last op ends no earlier than this
+        device's: each op here leads to an op of theirs."""
+        return self._device_links[1][device]
+
+    @cached_property
+    def _device_links(self) -> tuple[list[list[int]], list[list[int]]]:
+        # Per op, the devices of the ops that lead to it and of those it leads to, as bit sets.
+        ancestors = [1 << d for d in self.device]
+        for i in range(len(self.ops)):
+            for j, _ in self.before[i]:
+                ancestors[i] |= ancestors[j]
+        descendants = [1 << d for d in self.device]
+        for i in reversed(range(len(self.ops))):
+            for j, _ in self.after[i]:
+                descendants[i] |= descendants[j]
+        every = (1 << self.devices) - 1
+        common = ([every] * self.devices, [every] * self.devices)
+        for i, d in enumerate(self.device):
+            common[0][d] &= ancestors[i]
+            common[1][d] &= descendants[i]
+        return tuple([[d for d in range(self.devices) if bits >> d & 1] for bits in sets] for sets in common)
 
     def longest_to(self, targets: list[Op]) -> list[int]:
         """Longest path from each op's start to the end of some op in `targets`; UNREACHED

@@ -13,46 +13,59 @@ if TYPE_CHECKING:
 
 
 def span_bound(data: SolveInput, device: int, paths: Paths) -> int:
-    """The Jackson, warm-up and cool-down bounds on one device's span, with times measured from the
-    device's first op: that op is the first F of one of its stages, so every op on the
-    device starts no earlier than its longest path from that F (the least over the
-    candidates), and is followed by its longest path to the end of an op on the device."""
+    """The Jackson, warm-up and cool-down bounds on one device's span.
+
+    Every op here starts no earlier than the device's first op plus its longest path from
+    an op here, and is followed by its longest path to the end of an op here. Two frames
+    stretch that. A device whose first op can come no later than this one's (an op of it
+    leads to each op here) has its span within the span too, so ops here must also be
+    followed by their paths to the end of its ops: the span holds from this device's first
+    op to the later of the two last ends (V-shape: the last device's backwards travel on to
+    device 0). Likewise a device whose last op can end no earlier lets heads count from its
+    ops (fused backward: every device's BW leads to device 0's). Each frame gives a bound
+    of its own; the two together do not."""
     ops = data.device_ops[device]
-    firsts = data.first_forwards(device)
-    reached = {first: paths.longest_from(first) for first in firsts}
-    # An F that another stage's F here leads to never comes first (interleaved:2: F of stage 8
-    # after stage 0's, both on device 0), so the span counts from one that none leads to.
-    starts = [reach for first, reach in reached.items()
-              if all(other == first or reached[other][paths.index[first]] == UNREACHED for other in firsts)]
-    to_end = paths.longest_to(ops)
-    head, tail = {}, {}
-    for op in ops:
-        i = paths.index[op]
-        head[op] = min((max(reach[i], 0) for reach in starts), default=0)
-        tail[op] = to_end[i]
-    return max(ops_work(data, ops), jackson_bound(data, ops, head, tail), warmup_bound(data, ops, head, tail),
-               cooldown_bound(data, ops, head, tail), _through_others(data, device, paths, starts, to_end))
+    head, tail = paths.longest_from(ops), paths.longest_to(ops)
+    earlier, later = paths.starting_before(device), paths.ending_after(device)
+    longer_tail = tail if len(earlier) == 1 else paths.longest_to(_ops_of(data, earlier))
+    best = _in_frame(data, device, head, longer_tail)
+    if len(later) > 1:
+        best = max(best, _in_frame(data, device, paths.longest_from(_ops_of(data, later)), tail))
+    return best
 
 
-def _through_others(data: SolveInput, device: int, paths: Paths, starts: list[list[int]],
-                    to_end: list[int]) -> int:
-    """Another device's work that lies between this device's first op and its last: the ops
-    there that every possible first op of this device reaches and that reach one of its
-    ops start no earlier than their path from that first op and are followed by their path
-    to the end of an op here, so a one-machine bound on them bounds this device's span.
-    (1.5B at 2x: the last stage's 24 F and B between the first stage's start and its last
-    B and W.) Without F&B pairs only: a pair could hide a backward's W that is not among them."""
-    if data.pair_duration is not None or not starts:
+def _ops_of(data: SolveInput, devices: list[int]) -> list:
+    return [op for d in devices for op in data.device_ops[d]]
+
+
+def _in_frame(data: SolveInput, device: int, head: list[int], tail: list[int]) -> int:
+    """The device's bounds with each op's head and tail (by position in `data.topological`)
+    measured from the frame's start and to its end."""
+    ops = data.device_ops[device]
+    index = data.rank
+    heads = {op: head[index[op]] for op in ops}
+    tails = {op: tail[index[op]] for op in ops}
+    return max(ops_work(data, ops), jackson_bound(data, ops, heads, tails), warmup_bound(data, ops, heads, tails),
+               cooldown_bound(data, ops, heads, tails), _through_others(data, device, head, tail))
+
+
+def _through_others(data: SolveInput, device: int, head: list[int], tail: list[int]) -> int:
+    """Another device's work that lies within the frame: its ops that an op here leads to
+    (or one the frame's heads count from) and that lead to an op the frame's tails count
+    to start no earlier than their head and are followed by their tail, so a one-machine
+    bound on them bounds the span. (1.5B at 2x: the last stage's 24 F and B between the
+    first stage's start and its last B and W.) Without F&B pairs only: a pair could hide a
+    backward's W that is not among them."""
+    if data.pair_duration is not None:
         return 0
+    index = data.rank
     best = 0
     for other, ops in enumerate(data.device_ops):
         if other == device:
             continue
-        head, tail = {}, {}
-        for op in ops:
-            i = paths.index[op]
-            if to_end[i] != UNREACHED and all(reach[i] != UNREACHED for reach in starts):
-                head[op], tail[op] = min(reach[i] for reach in starts), to_end[i]
-        if head:
-            best = max(best, jackson_bound(data, list(head), head, tail))
+        within = [op for op in ops if head[index[op]] != UNREACHED and tail[index[op]] != UNREACHED]
+        if within:
+            heads = {op: head[index[op]] for op in within}
+            tails = {op: tail[index[op]] for op in within}
+            best = max(best, jackson_bound(data, within, heads, tails))
     return best

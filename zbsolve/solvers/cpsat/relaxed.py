@@ -112,7 +112,7 @@ def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool
     else:
         end, occupied = occupancy(model, data, start, Pairs(model, data, start, [], devices), [], devices)
     for a in ops:
-        reach = paths.longest_from(a)
+        reach = paths.longest_from([a])
         for b in ops:
             delay = reach[paths.index[b]]
             if b != a and delay != UNREACHED:
