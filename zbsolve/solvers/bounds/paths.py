@@ -17,7 +17,7 @@ UNREACHED = -1
 
 class Paths:
     """`data.before` by position in `data.topological`, for the span's longest-path passes
-    (two or three per device over every op). Lists instead of dictionaries keyed by ops:
+    (up to four per device over every op). Lists instead of dictionaries keyed by ops:
     under cProfile on 24,576 ops the passes took 1.7 s instead of 23.6 s."""
 
     def __init__(self, data: SolveInput) -> None:
