@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from zbsolve.ops import Op
+
 from .jackson import jackson_bound
 from .memory import cooldown_bound, ops_work, warmup_bound
 from .paths import UNREACHED, Paths
@@ -34,17 +36,20 @@ def span_bound(data: SolveInput, device: int, paths: Paths) -> int:
     return best
 
 
-def _ops_of(data: SolveInput, devices: list[int]) -> list:
+def _ops_of(data: SolveInput, devices: list[int]) -> list[Op]:
     return [op for d in devices for op in data.device_ops[d]]
+
+
+def _by_op(data: SolveInput, values: list[int], ops: list[Op]) -> dict[Op, int]:
+    """A longest-path pass's values (by position in `data.topological`) for these ops."""
+    return {op: values[data.rank[op]] for op in ops}
 
 
 def _in_frame(data: SolveInput, device: int, head: list[int], tail: list[int]) -> int:
     """The device's bounds with each op's head and tail (by position in `data.topological`)
     measured from the frame's start and to its end."""
     ops = data.device_ops[device]
-    index = data.rank
-    heads = {op: head[index[op]] for op in ops}
-    tails = {op: tail[index[op]] for op in ops}
+    heads, tails = _by_op(data, head, ops), _by_op(data, tail, ops)
     return max(ops_work(data, ops), jackson_bound(data, ops, heads, tails), warmup_bound(data, ops, heads, tails),
                cooldown_bound(data, ops, heads, tails), _through_others(data, device, head, tail))
 
@@ -65,7 +70,5 @@ def _through_others(data: SolveInput, device: int, head: list[int], tail: list[i
             continue
         within = [op for op in ops if head[index[op]] != UNREACHED and tail[index[op]] != UNREACHED]
         if within:
-            heads = {op: head[index[op]] for op in within}
-            tails = {op: tail[index[op]] for op in within}
-            best = max(best, jackson_bound(data, within, heads, tails))
+            best = max(best, jackson_bound(data, within, _by_op(data, head, within), _by_op(data, tail, within)))
     return best
