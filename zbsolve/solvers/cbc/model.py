@@ -126,6 +126,12 @@ class _Model:
             self.prob += makespan
             return makespan
         span = pulp.LpVariable("span", d.lower_bound(), H)
+        # The span does not change when a schedule moves in time: as in the CP-SAT model, one
+        # of the ops that may start first starts at 0, chosen by a binary.
+        self.at_zero = {op: pulp.LpVariable(f"zero{self.index[op]}", cat="Binary") for op in d.starters}
+        for op, chosen in self.at_zero.items():
+            self.prob += s[op] <= H * (1 - chosen)
+        self.prob += pulp.lpSum(self.at_zero.values()) >= 1
         for device in range(len(d.device_ops)):
             first = pulp.LpVariable(f"first{device}", 0, H)
             last = pulp.LpVariable(f"last{device}", 0, H)
@@ -145,6 +151,9 @@ class _Model:
         ends = {op: hint[op] + self.data.duration[op] for op in self.data.ops}
         if self.data.objective == "makespan":
             self.objective.setInitialValue(max(ends[op] for op in self.data.sinks()))
+        else:  # the starting schedule is timed as soon as possible: its earliest op starts at 0
+            for op, chosen in self.at_zero.items():
+                chosen.setInitialValue(1 if hint[op] == 0 else 0)
 
 
 def _read_log(path: str) -> dict[str, float]:

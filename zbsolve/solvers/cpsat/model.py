@@ -117,6 +117,11 @@ def _add_objective(model, data: SolveInput, start, end, derived: Derived):
         model.Minimize(makespan)
         return makespan
     span = model.NewIntVar(data.lower_bound(), worst, "span")
+    # The span does not change when a schedule moves in time, so only schedules whose earliest
+    # op starts at 0 are searched (one stage-0 F per pipe may be it). Without this the bound
+    # stayed at the static one: 1.5B V-shape at 0.75x, P=3 M=4, one worker, 20 units left
+    # 245.534 ms against 225.516; with it the optimum is proven in under 4 s.
+    model.AddMinEquality(0, [start[op] for op in data.starters])
     spans = []
     for d in range(len(data.device_ops)):
         first = model.NewIntVar(0, H, f"first{d}")
