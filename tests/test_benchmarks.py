@@ -486,6 +486,21 @@ def test_soundness_study_checks_random_problems_against_the_plain_model(tmp_path
     assert all(r["accepted"] for r in rows)  # the plain model takes each of zbsolve's schedules
 
 
+def test_soundness_study_can_draw_one_objective_without_changing_the_other_draws():
+    import random
+
+    from benchmarks.soundness import random_problem
+
+    mixed, spans = random.Random(5), random.Random(5)
+    objectives = []
+    for _ in range(6):
+        (_, drawn), (problem, forced) = random_problem(mixed), random_problem(spans, "span")
+        objectives.append(drawn["objective"])
+        assert (problem.objective, forced["objective"]) == ("span", "span")
+        assert {**drawn, "objective": "span"} == forced
+    assert "makespan" in objectives  # so some draws were changed
+
+
 def test_soundness_study_flags_a_bound_above_the_optimum(monkeypatch):
     from helpers import uniform
 
