@@ -187,11 +187,20 @@ def test_a_deterministic_run_stopped_by_the_clock_says_it_may_not_repeat(monkeyp
 
 
 def test_one_worker_can_run_by_the_clock():
-    # A clock-limited run reports its wall time, as multi-worker runs do, and stays within its limit.
+    """A clock-limited run reports its wall time, as multi-worker runs do (a run limited by
+    work units reports none), and is held to the clock: at most the grace past its limit after
+    which a backend is left behind. CP-SAT looks at its clock between steps, so how far it
+    overruns depends on the machine: 1.8 to 3.0 s in ten runs on a 2-core Xeon where a
+    work-limited run of 2 units took 5.9 and 7.5 s."""
+    import zbsolve.solvers as solvers
+
     problem = uniform(8, 24, F=1.1, B=1.3, W=0.7, comm=0.1, memory="1.25x", objective="span")
+    began = time.monotonic()
     solved = solve(problem, "cpsat", time_limit=2, workers=1, deterministic=False)
+    elapsed = time.monotonic() - began
     validate(solved)
-    assert solved.solver.status == "feasible" and 0 < solved.solver.wall_time_s < 2 + 1.0
+    assert solved.solver.status == "feasible" and 0 < solved.solver.wall_time_s <= elapsed
+    assert elapsed < 2 + solvers.OVERRUN_GRACE_S
 
 
 @pytest.mark.parametrize("kwargs, message", [
