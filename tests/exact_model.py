@@ -1,6 +1,7 @@
 """The plainest CP-SAT model of DESIGN §4 for small problems: no symmetry breaking, no
 implied edges, no bounds. Tests (and benchmarks/soundness.py) check zbsolve's lower bounds
-and its `optimal` claims against it.
+and its `optimal` claims against it. At span one op starts at 0 (any op: zbsolve's models
+anchor one of the ops that nothing leads to, a claim this model does not make).
 
 F&B pairs (§4.4) are offered as every semantics the validator accepts allows: an F with a B
 or a whole backward of another stage on its device; with split backward, a pair with the
@@ -80,6 +81,8 @@ def plain_solve(problem, time_limit: float, workers: int = 2,
         for op in ops:
             model.Add(value >= end[op])
     else:  # span: the widest device, each measured from its own first op
+        if not fixed:  # a span is the same wherever the schedule lies in time: let one op start at 0
+            model.AddMinEquality(0, [start[op] for op in ops])
         for d in range(problem.devices):
             mine = [op for op in ops if graph.device(op) == d]
             first, last = model.NewIntVar(0, horizon, ""), model.NewIntVar(0, horizon, "")
