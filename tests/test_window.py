@@ -116,8 +116,14 @@ def test_large_solves_run_the_window_search_after_the_whole_model(monkeypatch, o
     assert solved.value >= solved.solver.bound
     if objective == "span":
         return
-    deterministic = solve(problem, "cpsat", time_limit=4, workers=1)  # wall-clock steps would not repeat
+    # Deterministic: wall-clock steps would not repeat, so no window search, and the whole
+    # model keeps the limit (less what the bound phase spent) rather than its share of it.
+    limits, solver_for = [], cpsat_model._solver
+    monkeypatch.setattr(cpsat_model, "_solver",
+                        lambda data, limit, *rest: limits.append(limit) or solver_for(data, limit, *rest))
+    deterministic = solve(problem, "cpsat", time_limit=2, workers=1)
     assert "window search" not in (deterministic.solver.message or "")
+    assert limits[-1] > 2 * (1 - cpsat_model.WINDOW_SHARE)
 
 
 def test_a_step_that_gains_widens_the_window_even_unproven(monkeypatch):
