@@ -171,7 +171,7 @@ def test_the_mirrored_search_varies_its_neighbourhoods_only_with_pairs(monkeypat
     for extra, diversified in (({"fb_overlap": 2.4}, True), ({}, False)):
         solvers.clear()
         problem = uniform(4, 8, placement="bidirectional", memory="0.5x", **extra)  # 96 ops
-        validate(solve(problem, "cpsat", time_limit=4, workers=1))
+        validate(solve(problem, "cpsat", time_limit=1, workers=1))
         assert [(s.parameters.use_lns_only, s.parameters.diversify_lns_params) for s in solvers] == [
             (True, diversified), (False, False)]
 
