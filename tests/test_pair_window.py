@@ -100,7 +100,10 @@ def test_large_pair_solves_hand_a_stalled_search_to_windows_on_the_clock_only(mo
     assert float(stopped.split(" s,")[0]) >= 0.25 * 4 - 0.5  # not before a quarter of the limit, less the bound phase
     assert "pair window search:" in solved.solver.message
     assert solved.value >= solved.solver.bound
-    deterministic = solve(problem, "cpsat", time_limit=4, workers=1)  # wall-clock steps would not repeat
+    # Wall-clock steps would not repeat. A one-worker search of this model ends within 1 s, so
+    # it would never count as stalled a quarter of the way in: here it would at once.
+    monkeypatch.setattr(cpsat_model, "PAIR_WINDOW_NOT_BEFORE", 0.0)
+    deterministic = solve(problem, "cpsat", time_limit=4, workers=1)
     assert "pair window search" not in (deterministic.solver.message or "")
     span = solve(replace(problem, objective="span"), "cpsat", time_limit=4, workers=2)
     assert "pair window search" not in (span.solver.message or "")
