@@ -57,6 +57,31 @@ def test_op_on_wrong_device(schedule):
         validate(with_ops(schedule, 0, list(schedule.devices[0]) + [schedule.devices[1][0]]))
 
 
+@pytest.mark.parametrize("pipe, stage, microbatch", [(1, 0, 0), (-1, 0, 0), (0, 3, 0), (0, 0, 4)])
+def test_op_outside_the_problem(schedule, pipe, stage, microbatch):
+    """One past the last pipe, stage or microbatch (or before the first) is named, not an
+    index error."""
+    with pytest.raises(ValidationError, match="F pipe .* is not an op of this problem"):
+        validate(mutate(schedule, 0, 0, op=Op("F", pipe, stage, microbatch)))
+
+
+def test_float_noise_is_measured_against_the_schedule_length():
+    """The tolerance is relative (1e-9 of the latest end): at times of 1e6 an op may start
+    that much before the op ahead of it ends, as float sums drift there, and no more."""
+    s = run_baseline("zb-h1", uniform(3, 4, F=1e6, B=1e6, W=1e6))
+    tol = 1e-9 * s.metrics.makespan
+    device = s.devices[2]
+    index = next(n for n in range(1, len(device)) if device[n].start == device[n - 1].end)
+    t = device[index]
+    validate(mutate(s, 2, index, start=t.start - tol / 2, end=t.end - tol / 2))
+    with pytest.raises(ValidationError, match="overlaps"):
+        validate(mutate(s, 2, index, start=t.start - 2 * tol, end=t.end - 2 * tol))
+    # The solver's claims are held to a millionth of the value, also relative.
+    validate(replace(s, solver=replace(s.solver, objective=s.metrics.makespan * (1 + 5e-7))))
+    with pytest.raises(ValidationError, match="solver objective"):
+        validate(replace(s, solver=replace(s.solver, objective=s.metrics.makespan * (1 + 2e-6))))
+
+
 def test_shortened_op(schedule):
     t = schedule.devices[2][1]
     with pytest.raises(ValidationError, match=rf"{t.op.kind} pipe 0 stage 2 .* lasts 0.5"):
