@@ -9,9 +9,10 @@ from hypothesis import HealthCheck, event, given, settings
 from zbsolve.ops import Op, OpGraph
 from zbsolve.placements import build_problem
 from zbsolve.problem import StageCost
-from zbsolve.solvers import bounds
+from zbsolve.solvers import bounds, solve
 from zbsolve.solvers.base import build_input
 from zbsolve.solvers.bounds.fill import most_held
+from zbsolve.validate import validate
 
 
 def bound_of(problem) -> float:
@@ -439,3 +440,17 @@ def test_where_the_area_bound_binds_it_stays_below_the_optimum(monkeypatch, M, s
     assert plain_solve(problem, time_limit=60, workers=1) == (pytest.approx(optimum), True)
     monkeypatch.setattr(bounds, "area_bound", lambda data, ops, floor=0: 0)
     assert bound_of(problem) == pytest.approx(others)
+
+
+def test_a_device_whose_stage_holds_nothing_keeps_its_memory_bounds():
+    """Activation 0 on device 0 (under a limit it never reaches) and room for one
+    microbatch on device 1: the memory bounds count no microbatches of a zero activation
+    (no division by it), and the solve proves the plain model's optimum, 20, where the
+    problem without a limit takes 19."""
+    costs = [StageCost(1, 1, 1, 0, 0), StageCost(1, 1, 1, 2, 1)]
+    limited = build_problem(2, 6, costs, memory=(1.0, 2.0))
+    solved = solve(limited, "cpsat", time_limit=10, workers=1)
+    validate(solved)
+    assert (solved.solver.status, solved.metrics.makespan) == ("optimal", 20)
+    assert plain_optimum(limited) == 20
+    assert solve(build_problem(2, 6, costs), "cpsat", time_limit=10, workers=1).metrics.makespan == 19
