@@ -348,6 +348,18 @@ def test_stays_that_memory_keeps_apart_bound_the_span():
     assert bound_of(makespan) <= plain_solve(makespan, time_limit=60, workers=1)[0] + 1e-9
 
 
+@pytest.mark.parametrize("objective, per_device", [("span", [12, 6]), ("makespan", [13, 13])])
+def test_stays_one_at_a_time(objective, per_device):
+    """P=2 M=3, F=B=W=1, a limit of 1.5 activations: each device holds one microbatch at a
+    time. Device 0's stays last F0 + F1 + B1 + B0 = 4, device 1's F1 + B1 = 2. Span: their
+    sums, 12 and 6. Makespan: device 0 runs its three back to back from 0 and then W0 (13);
+    device 1's F of microbatch i follows device 0's B of microbatch i - 1, so its stays
+    start no earlier than 1, 5 and 9, and B0 and W0 follow the last (9 + 2 + 2 = 13)."""
+    problem = uniform(2, 3, memory=[1.5, 1.5], objective=objective)
+    data = build_input(OpGraph(problem), problem.split_backward, problem.objective)
+    assert [data.value(bounds.stays_bound(data, data.device_ops[d])) for d in range(2)] == per_device
+
+
 @pytest.mark.parametrize("objective", ["makespan", "span"])
 def test_a_long_pipeline_bounds_a_sample_of_its_devices(monkeypatch, objective):
     # P = 1000, M = 2 took a minute (ten at span) of bounds before any solving: every device
