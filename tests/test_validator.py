@@ -10,7 +10,7 @@ from zbsolve.errors import ProblemError, ValidationError
 from zbsolve.ops import Op, OpGraph
 from zbsolve.schedule import TimedOp
 from zbsolve.solvers import solve
-from zbsolve.validate import validate
+from zbsolve.validate import RELATIVE_TOLERANCE, validate
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_float_noise_is_measured_against_the_schedule_length():
     """The tolerance is relative (1e-9 of the latest end): at times of 1e6 an op may start
     that much before the op ahead of it ends, as float sums drift there, and no more."""
     s = run_baseline("zb-h1", uniform(3, 4, F=1e6, B=1e6, W=1e6))
-    tol = 1e-9 * s.metrics.makespan
+    tol = RELATIVE_TOLERANCE * s.metrics.makespan
     device = s.devices[2]
     index = next(n for n in range(1, len(device)) if device[n].start == device[n - 1].end)
     t = device[index]
