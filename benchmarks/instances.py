@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zbsolve.placements import build_problem
-from zbsolve.problem import Problem, StageCost
-from zbsolve.profiles import load_profile
+from zbsolve.problem.placements import build_problem
+from zbsolve.problem.problem import Problem, StageCost
+from zbsolve.problem.profiles import load_profile
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 PAPER_MODELS = ("zb-1.5b", "zb-6.2b", "zb-14.6b", "zb-28.3b")
@@ -47,7 +47,7 @@ def standard() -> list[Instance]:
                 found.append(Instance("zero bubble", f"{model} {memory} {objective}",
                                       lambda m=model, x=memory, o=objective: from_profile(m, memory=x, objective=o)))
     found += [
-        Instance("uneven", "p8 heterogeneous (DESIGN §3)", lambda: from_profile("zb-p8-heterogeneous")),
+        Instance("uneven", "p8 heterogeneous", lambda: from_profile("zb-p8-heterogeneous")),
         Instance("uneven", "1.5b heavy last stage 1x", lambda: from_profile("zb-1.5b-heavy-ends", memory="1x")),
         Instance("uneven", "1.5b heavy last stage 1.5x", lambda: from_profile("zb-1.5b-heavy-ends", memory="1.5x")),
     ]
@@ -81,40 +81,14 @@ def quick() -> list[Instance]:
     return [
         Instance("uniform", "uniform P=4 M=8 1x", lambda: uniform(4, 8, memory="1x")),
         Instance("zero bubble", "zb-1.5b 1.5x makespan", lambda: from_profile("zb-1.5b", memory="1.5x")),
-        Instance("uneven", "p8 heterogeneous (DESIGN §3)", lambda: from_profile("zb-p8-heterogeneous")),
+        Instance("uneven", "p8 heterogeneous", lambda: from_profile("zb-p8-heterogeneous")),
         Instance("vshape", "uniform P=4 M=8 vshape 1x", lambda: uniform(4, 8, placement="vshape", memory="1x")),
         Instance("bidirectional", "uniform P=4 M=8 fb_overlap 2.4",
                  lambda: uniform(4, 8, placement="bidirectional", fb_overlap=2.4)),
     ]
 
 
-def bound_gap() -> list[Instance]:
-    """Smaller instances of the families whose standard-suite gaps stay above 3% (V-shape at
-    0.5x, F&B pairs), same per-rank costs: small enough that CP-SAT can prove some optima."""
-    vshape = [("zb-1.5b", 4, 4), ("zb-6.2b", 4, 4), ("zb-1.5b", 4, 6), ("zb-1.5b", 4, 8), ("zb-1.5b", 4, 12),
-              ("zb-1.5b", 8, 12), ("zb-1.5b", 8, 16)]
-    pairs = [("zb-1.5b", 36.756, 4, 8), ("zb-1.5b", 36.756, 8, 8), ("zb-14.6b", 24.582, 4, 8),
-             ("zb-1.5b", 36.756, 4, 12)]
-    found = [Instance("vshape", f"{model} vshape 0.5x P={P} M={M}",
-                      lambda m=model, P=P, M=M: from_profile(m, P, M, placement="vshape", memory="0.5x"))
-             for model, P, M in vshape]
-    found += [Instance("bidirectional", f"{model} fb_overlap {overlap:g} P={P} M={M}",
-                       lambda m=model, t=overlap, P=P, M=M: from_profile(m, P, M, placement="bidirectional",
-                                                                         fb_overlap=t))
-              for model, overlap, P, M in pairs]
-    return found
-
-
-def vshape_memory() -> list[Instance]:
-    """The standard suite's V-shapes (P=8 M=24) from 0.5x to 1x: where between them the gap
-    opens. At 0.5x a device holds P/2 = 4 microbatches' activations, one below the (P+2)/2
-    of the V-Half schedule (Qi et al., "Pipeline Parallelism with Controllable Memory")."""
-    return [Instance("vshape", f"{model} vshape {memory}",
-                     lambda m=model, x=memory: from_profile(m, placement="vshape", memory=x))
-            for model in ("zb-1.5b", "zb-6.2b") for memory in ("0.5x", "0.5625x", "0.625x", "0.75x", "1x")]
-
-
-SUITES = {"standard": standard, "quick": quick, "bound-gap": bound_gap, "vshape-memory": vshape_memory}
+SUITES = {"standard": standard, "quick": quick}
 
 
 def matching(instances: list[Instance], text: str) -> list[int]:

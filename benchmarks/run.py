@@ -1,6 +1,6 @@
 """Benchmark zbsolve's solver on instance families and write results.md and results.json.
 
-    python benchmarks/run.py [--suite standard|quick|bound-gap|vshape-memory] [--time-limit 60] [--workers 2]
+    python benchmarks/run.py [--suite standard|quick] [--time-limit 60] [--workers 2]
                              [--solver cpsat] [--no-scaling] [--out benchmarks] [--only TEXT]
 
 Each instance runs in a fresh process, so its peak memory is its own. Per instance: ops
@@ -65,9 +65,10 @@ def _peak_rss_mb() -> float:
 
 def run_instance(suite: str, index: int, time_limit: float, workers: int, solver: str,
                  deterministic: bool | None = None, seed: int = 0) -> dict:
-    from zbsolve.limits import op_count
-    from zbsolve.ops import OpGraph
-    from zbsolve.solvers import best_fitting_baseline, solve
+    from zbsolve.problem.op_graph import OpGraph
+    from zbsolve.problem.size import op_count
+    from zbsolve.solvers import solve
+    from zbsolve.solvers.warm_start import best_fitting_baseline
 
     instance = SUITES[suite]()[index]
     limit = instance.time_limit or time_limit
@@ -110,19 +111,20 @@ def run_instance(suite: str, index: int, time_limit: float, workers: int, solver
 
 
 def run_scaling(target_ops: int) -> dict:
-    from zbsolve.ops import OpGraph
-    from zbsolve.solvers.base import build_input
-    from zbsolve.solvers.cpsat.model import build_model
+    from zbsolve.problem.op_graph import OpGraph
+    from zbsolve.solvers.cpsat.formulation import build_model
+    from zbsolve.solvers.state import SearchState
+    from zbsolve.solvers.view import build_view
 
     P = 32
     M = max(1, round(target_ops / (3 * P)))
     problem = uniform(P, M, memory="1.5x")
     before = _peak_rss_mb()
     t0 = time.monotonic()
-    data = build_input(OpGraph(problem), True, "makespan")
+    data = build_view(OpGraph(problem), True, "makespan")
     input_s = time.monotonic() - t0
     t0 = time.monotonic()
-    build_model(data)
+    build_model(data, SearchState(data))
     model_s = time.monotonic() - t0
     return {"P": P, "M": M, "ops": len(data.ops), "input_build_s": round(input_s, 2),
             "cpsat_build_s": round(model_s, 2), "rss_before_mb": round(before, 1),

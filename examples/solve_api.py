@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from zbsolve import build_problem, load_profile, run_baseline, solve, validate, write_schedule
-from zbsolve.export.torch_csv import write_torch_csv
+from zbsolve.formats.torch_csv import write_torch_csv
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 

@@ -23,8 +23,8 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage
 
 from zbsolve import StageCost, build_problem, solve, write_schedule
-from zbsolve.schedule_file import read_schedule
-from zbsolve.torch_runtime import pipeline_runtime, stages_of_rank
+from zbsolve.formats.schedule_json import read_schedule
+from zbsolve.runtime.torch_pipeline import pipeline_runtime, stages_of_rank
 
 WIDTH, BATCH = 64, 32
 

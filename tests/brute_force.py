@@ -1,7 +1,7 @@
 """Best makespan of tiny problems by exhaustive search, independent of every solver."""
 
-from zbsolve.ops import Op, OpGraph
-from zbsolve.simulator import simulate
+from zbsolve.problem.op_graph import Op, OpGraph
+from zbsolve.schedule.simulator import simulate
 
 
 def brute_force_makespan(problem):

@@ -1,17 +1,17 @@
-"""The plainest CP-SAT model of DESIGN §4 for small problems: no symmetry breaking, no
-implied edges, no bounds. Tests (and benchmarks/soundness.py) check zbsolve's lower bounds
-and its `optimal` claims against it. At span one op starts at 0 (any op: zbsolve's models
+"""The plainest CP-SAT model of the semantics (docs/design.md) for small problems: no
+symmetry breaking, no implied edges, no bounds. Tests check zbsolve's lower bounds and its
+`optimal` claims against it. At span one op starts at 0 (any op: zbsolve's models
 anchor one of the ops that nothing leads to, a claim this model does not make).
 
-F&B pairs (§4.4) are offered as every semantics the validator accepts allows: an F with a B
-or a whole backward of another stage on its device; with split backward, a pair with the
+F&B pairs are offered in every form the validator accepts: an F with a B or a whole
+backward of another stage on its device; with split backward, a pair with the
 B's own W absorbed (B and W end with the pair) or without it (W runs by itself later)."""
 
 from collections import defaultdict
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op, OpGraph
+from zbsolve.problem.op_graph import Op, OpGraph
 
 
 def plain_optimum(problem, time_limit: float = 60) -> float | None:
@@ -117,3 +117,20 @@ def _offer_pairs(model, graph: OpGraph, ops, split: bool, length: int, start, en
                 on_device[graph.device(f)].append(model.NewOptionalFixedSizeIntervalVar(start[f], length, x, ""))
                 for op in halves:
                     member[op].append(x)
+
+
+def plain_starts(schedule) -> dict:
+    """The schedule's start times for the plain model, which runs B and W apart when the
+    backward is split: a fused BW there (a hand-made schedule's) is its B with its W straight
+    after, or inside an F&B pair, both with the pair (the W absorbed)."""
+    graph, starts = OpGraph(schedule.problem), {}
+    for ops in schedule.devices:
+        for timed in ops:
+            op = timed.op
+            if op.kind != "BW" or not schedule.problem.split_backward:
+                starts[op] = timed.start
+                continue
+            b, w = (Op(kind, op.pipe, op.stage, op.microbatch) for kind in ("B", "W"))
+            starts[b] = timed.start
+            starts[w] = timed.start if timed.overlap is not None else timed.start + graph.time(graph.duration(b))
+    return starts

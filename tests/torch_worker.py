@@ -41,8 +41,8 @@ def run_rank(rank: int, world: int, schedule_paths: list[str], port: int, out_di
     most of a launch); results in OUT_DIR/rank{rank}-{i}.pt for the i-th schedule."""
     from torch.distributed.pipelining import PipelineStage
 
-    from zbsolve.schedule_file import read_schedule
-    from zbsolve.torch_runtime import pipeline_runtime, stages_of_rank
+    from zbsolve.formats.schedule_json import read_schedule
+    from zbsolve.runtime.torch_pipeline import pipeline_runtime, stages_of_rank
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}")

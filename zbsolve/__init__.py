@@ -17,20 +17,19 @@ from zbsolve.errors import (
     ValidationError,
     ZbsolveError,
 )
-from zbsolve.ops import Op, OpGraph
-from zbsolve.placements import build_problem
-from zbsolve.problem import Pipe, Problem, Stage, StageCost
-from zbsolve.profiles import load_profile
-from zbsolve.schedule import Metrics, Schedule, SolverInfo, TimedOp
-from zbsolve.schedule_file import read_schedule, write_schedule
-from zbsolve.simulator import simulate
+from zbsolve.formats.schedule_json import read_schedule, write_schedule
+from zbsolve.problem.op_graph import Op, OpGraph
+from zbsolve.problem.placements import build_problem
+from zbsolve.problem.problem import Pipe, Problem, Stage, StageCost
+from zbsolve.problem.profiles import load_profile
+from zbsolve.schedule.schedule import Metrics, Schedule, SolverInfo, TimedOp
+from zbsolve.schedule.simulator import simulate
+from zbsolve.schedule.validator import validate
 from zbsolve.solvers import solve
-from zbsolve.validate import validate
-
-__version__ = "0.1.0"
+from zbsolve.version import __version__
 
 __all__ = [
-    "InfeasibleError", "Metrics", "Op", "OpGraph", "Pipe", "Problem", "ProblemError", "ProblemWarning",
+    "__version__", "InfeasibleError", "Metrics", "Op", "OpGraph", "Pipe", "Problem", "ProblemError", "ProblemWarning",
     "Schedule", "ScheduleError", "ScheduleFileError", "SolverError", "SolverInfo", "Stage", "StageCost",
     "TimedOp", "UsageError", "ValidationError", "ZbsolveError", "applicable", "baseline_names", "build_problem",
     "load_profile", "read_schedule", "run_baseline", "simulate", "solve", "validate", "write_schedule",

@@ -36,7 +36,7 @@ class ScheduleError(ZbsolveError):
 
 
 class ValidationError(ZbsolveError):
-    """A schedule breaks a rule of DESIGN §4 (the message names the op)."""
+    """A schedule breaks a rule of docs/design.md, "Semantics" (the message names the op)."""
 
 
 class InfeasibleError(ZbsolveError):
@@ -61,4 +61,5 @@ class OutputError(ZbsolveError):
 
 
 class ProblemWarning(UserWarning):
-    """A valid problem whose numbers may mislead (for example an `fb_overlap` outside DESIGN §4.4's range)."""
+    """A valid problem whose numbers may mislead (for example an `fb_overlap` outside the
+    range of docs/design.md, "F&B overlap")."""

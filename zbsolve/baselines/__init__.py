@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from zbsolve.errors import UsageError
-from zbsolve.ops import OpGraph
-from zbsolve.problem import Problem
-from zbsolve.schedule import Schedule
-from zbsolve.simulator import simulate
+from zbsolve.problem.op_graph import OpGraph
+from zbsolve.problem.problem import Problem
+from zbsolve.schedule.schedule import Schedule
+from zbsolve.schedule.simulator import simulate
 
 from . import chunked, dualpipe, single
 

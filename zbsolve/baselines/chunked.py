@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zbsolve.ops import Op
-from zbsolve.problem import Problem
+from zbsolve.problem.op_graph import Op
+from zbsolve.problem.problem import Problem
 
 
 def interleaved_1f1b(problem: Problem) -> list[list[Op]]:

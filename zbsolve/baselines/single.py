@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from zbsolve.ops import Op
-from zbsolve.problem import Problem
+from zbsolve.problem.op_graph import Op
+from zbsolve.problem.problem import Problem
 
 
 def _chain(problem: Problem) -> tuple[int, list[int]]:

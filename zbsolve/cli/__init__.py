@@ -65,7 +65,7 @@ def _versions() -> str:
     """zbsolve's version and those of the solvers it runs: a solve's result depends on them."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from zbsolve import __version__
+    from zbsolve.version import __version__
 
     def installed(name: str) -> str:
         try:

@@ -8,64 +8,33 @@ import os
 import sys
 from dataclasses import replace
 
-from zbsolve.baselines import BASELINES, applicable, left_out, run_baseline
+from zbsolve.baselines import BASELINES, run_baseline
+from zbsolve.baselines.reference import one_f_one_b_reference
 from zbsolve.errors import UsageError, ValidationError
-from zbsolve.export.chrome_trace import chrome_trace, write_chrome_trace
-from zbsolve.export.torch_csv import check_torch_form, torch_csv, write_torch_csv
-from zbsolve.files import check_separate, check_writable
-from zbsolve.ops import OpGraph
-from zbsolve.problem import Problem
-from zbsolve.profiling import DTYPES
-from zbsolve.reference import one_f_one_b_reference
-from zbsolve.schedule import Schedule
-from zbsolve.schedule_file import read_schedule, write_schedule
-from zbsolve.solvers import check_solvable, check_solver_options, lower_bound, with_bound
-from zbsolve.validate import validate
+from zbsolve.formats.atomic_files import check_separate, check_writable
+from zbsolve.formats.chrome_trace import chrome_trace, write_chrome_trace
+from zbsolve.formats.schedule_json import read_schedule
+from zbsolve.formats.torch_csv import torch_csv, write_torch_csv
+from zbsolve.runtime.profiling import DTYPES
+from zbsolve.schedule.validator import validate
+from zbsolve.solvers import check_solvable, check_solver_options
 
 from .options import add_problem_options, problem_from_args
+from .outputs import (
+    baseline_rows,
+    check_outputs,
+    describe_problem,
+    print_comparison,
+    reference_of,
+    requested_outputs,
+    write_outputs,
+)
+from .solve import add_solver_options, register_solve, solve_with_progress
 from .table import comparison_table
 
 
-def describe_problem(problem: Problem) -> str:
-    costs = problem.stage_costs
-    uniform = all(c == costs[0] for c in costs)
-    c = costs[0]
-    cost_text = (
-        f"F={c.F:g} B={c.B:g} W={c.W:g} activation={c.activation:g} residual={c.residual:g} per stage"
-        if uniform else f"{len(costs)} per-stage cost records"
-    )
-    if problem.memory_limit is None:
-        memory = "memory unlimited"
-    else:
-        limit = max(problem.memory_limit)
-        unit = problem.memory_unit()
-        relative = f"{limit / unit:.3g}x U, U={unit:g}" if unit else "U=0: no activation"
-        memory = f"memory limit {limit:g} ({relative})"
-    overlap = "" if problem.fb_overlap is None else f", F&B overlap {problem.fb_overlap:g}"
-    return (
-        f"P={problem.devices} M={problem.microbatches} placement {problem.placement}, {cost_text}, "
-        f"comm {problem.comm:g} {problem.time_unit}, {memory}{overlap}, objective {problem.objective}"
-        + ("" if problem.split_backward else ", backward fused")
-    )
-
-
-def write_outputs(schedule: Schedule, args: argparse.Namespace) -> None:
-    validate(schedule)
-    if getattr(args, "output", None):
-        write_schedule(schedule, args.output)
-        print(f"wrote {args.output}")
-    if getattr(args, "torch_csv", None):
-        write_torch_csv(schedule, args.torch_csv)
-        print(f"wrote {args.torch_csv}")
-    if getattr(args, "plot", None):
-        from zbsolve.plot import plot
-
-        plot(schedule, args.plot, reference=one_f_one_b_reference(schedule.problem))
-        print(f"wrote {args.plot}")
-
-
 def run_plot(args: argparse.Namespace) -> int:
-    from zbsolve.plot import check_plot_path, plot
+    from zbsolve.plots.schedule_plot import check_plot_path, plot
 
     check_plot_path(args.output)
     check_separate({"the schedule file": args.file}, {"-o": args.output})
@@ -78,27 +47,6 @@ def run_plot(args: argparse.Namespace) -> int:
     plot(schedule, args.output, reference=reference)
     print(f"wrote {args.output}")
     return 0
-
-
-def requested_outputs(args: argparse.Namespace) -> dict[str, str | None]:
-    """The output files a command was asked for, by option (None where not given)."""
-    return {"-o": getattr(args, "output", None), "--torch-csv": getattr(args, "torch_csv", None),
-            "--plot": getattr(args, "plot", None)}
-
-
-def check_outputs(args: argparse.Namespace, problem: Problem) -> None:
-    """Every output can be written, before any work (a solve may take minutes)."""
-    if getattr(args, "torch_csv", None):
-        check_torch_form(problem)
-    outputs = requested_outputs(args)
-    check_separate({"--profile": getattr(args, "profile", None)}, outputs)
-    for path in outputs.values():
-        if path:
-            check_writable(path)
-    if getattr(args, "plot", None):
-        from zbsolve.plot import check_plot_path
-
-        check_plot_path(args.plot)
 
 
 def run_baseline_command(args: argparse.Namespace) -> int:
@@ -123,41 +71,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def baseline_rows(problem: Problem) -> list[Schedule]:
-    graph = OpGraph(problem)
-    return [run_baseline(name, problem, graph) for name in applicable(problem)]
-
-
-def reference_of(problem: Problem, timed: list[Schedule]) -> Schedule | None:
-    """1F1B on the single chain: on the single placement, the problem's own 1F1B row."""
-    if problem.placement == "single":
-        own = [s for s in timed if s.name == "1f1b"]
-        if own:
-            return own[0]
-    return one_f_one_b_reference(problem)
-
-
-def print_comparison(command: str, problem: Problem, solved: list[Schedule], timed: list[Schedule]) -> None:
-    """The table: solved rows, then every applicable baseline (`timed`, from `baseline_rows`,
-    as for the solve's start), speed-ups against 1F1B; on stderr, why a baseline made for
-    this placement is not in it."""
-    reference = reference_of(problem, timed)
-    # A solved row's bound is already at least lower_bound(problem): compute it only without one.
-    proven = [s.solver.bound for s in solved if s.solver.bound is not None]
-    bound = max(proven) if proven else lower_bound(problem)
-    # How far each fitting schedule is from the best possible (the bound holds within the limit only).
-    rows = [s if s.over_memory_limit() else with_bound(s, bound) for s in timed]
-    if problem.placement != "single":
-        rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
-    print(describe_problem(problem))
-    print(comparison_table(solved + rows, reference))
-    for name, reason in left_out(problem):
-        print(f"zbsolve {command}: note: {name} is not in the table: it {reason}", file=sys.stderr)
-
-
 def run_compare(args: argparse.Namespace) -> int:
-    from .solve import solve_with_progress
-
     if not args.no_solve:
         check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
@@ -205,9 +119,9 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    from zbsolve.files import write_atomic
-    from zbsolve.profiles import profile_from_dict
-    from zbsolve.profiling import LayerShape, profile_document
+    from zbsolve.formats.atomic_files import write_atomic
+    from zbsolve.problem.profiles import profile_from_dict
+    from zbsolve.runtime.profiling import LayerShape, profile_document
 
     check_writable(args.output)
     if args.repeats < 1:
@@ -233,7 +147,6 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
         parser.set_defaults(run=run)
         return parser
 
-    from .solve import add_solver_options, register_solve
 
     register_solve(command)
 

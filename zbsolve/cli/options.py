@@ -1,4 +1,4 @@
-"""Problem options shared by `solve`, `baseline` and `compare` (DESIGN §10)."""
+"""Problem options shared by `solve`, `baseline` and `compare` (docs/design.md, "Command line")."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import warnings
 from dataclasses import replace
 
 from zbsolve.errors import ProblemWarning, UsageError
-from zbsolve.placements import MEMORY_HELP, PLACEMENT_HELP, build_problem, check_shape, parse_placement
-from zbsolve.problem import OBJECTIVES, Problem, StageCost
-from zbsolve.profiles import load_profile
+from zbsolve.problem.placements import MEMORY_HELP, PLACEMENT_HELP, build_problem, check_shape, parse_placement
+from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
+from zbsolve.problem.profiles import load_profile
 
 
 def add_problem_options(parser: argparse.ArgumentParser) -> None:

@@ -8,11 +8,13 @@ import sys
 import threading
 import time
 
-from zbsolve.problem import Problem
-from zbsolve.schedule import Schedule
-from zbsolve.solvers import SOLVERS, check_solvable, check_solver_options, runs_deterministic, solve
+from zbsolve.problem.problem import Problem
+from zbsolve.schedule.schedule import Schedule
+from zbsolve.solvers import check_solvable, check_solver_options, runs_deterministic, solve, solver_names
+from zbsolve.solvers.registry import get as get_backend
 
 from .options import add_problem_options, problem_from_args
+from .outputs import baseline_rows, check_outputs, print_comparison, write_outputs
 
 
 class ProgressLine:
@@ -113,7 +115,7 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace,
     """Solve with live progress on stderr; Ctrl-C keeps the best schedule found so far."""
     if args.solver == "cpsat" and problem.fb_overlap is not None and runs_deterministic(args.workers,
                                                                                         args.deterministic):
-        # Measured: with pairs one work unit took 13-34 s, so a 10 s limit ran 52 s.
+        # With pairs a work unit can take many seconds of wall time.
         print(f"zbsolve {args.command}: note: with one worker the search is limited by CP-SAT's work measure, "
               "which runs far slower than the clock with F&B pairs: this solve may take several times "
               "--time-limit and still not repeat exactly (--no-deterministic keeps to the clock)", file=sys.stderr)
@@ -135,8 +137,6 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace,
 
 
 def run_solve(args: argparse.Namespace) -> int:
-    from .commands import baseline_rows, check_outputs, print_comparison, write_outputs
-
     check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
     check_outputs(args, problem)
@@ -150,13 +150,12 @@ def run_solve(args: argparse.Namespace) -> int:
 
 def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> None:
     group = parser.add_argument_group("solver")
-    group.add_argument("--solver", default="cpsat", metavar="|".join(SOLVERS),
-                       help="cpsat (OR-Tools CP-SAT, default), cbc (MILP via PuLP) or list (the fast "
-                            "memory-aware list scheduler alone; cpsat also uses it as its warm start and "
-                            "falls back to it above its model size limit)")
+    group.add_argument("--solver", default="cpsat", metavar="|".join(solver_names()),
+                       help="; ".join(f"{name}: {get_backend(name).summary}" for name in solver_names())
+                       + " (default cpsat; every solve starts from the best hand-made or list schedule)")
     group.add_argument("--time-limit", type=float, default=default_time, metavar="S",
                        help=f"seconds before the best schedule found is returned (default {default_time:g}); "
-                            "with --deterministic, CP-SAT work units instead (1-3 s each seen, far more with "
+                            "with --deterministic, CP-SAT work units instead (a unit is about a second, far more with "
                             "--fb-overlap), and the clock stops the solve at 4 times the limit plus 10 s")
     group.add_argument("--workers", type=int, default=2, metavar="N", help="solver threads (default 2)")
     group.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,

@@ -1,8 +1,8 @@
-"""The comparison table a person reads at a glance (DESIGN §10)."""
+"""The comparison table a person reads at a glance (docs/design.md, "Command line")."""
 
 from __future__ import annotations
 
-from zbsolve.schedule import Schedule
+from zbsolve.schedule.schedule import Schedule
 
 
 def _num(value: float | None, digits: int = 4) -> str:

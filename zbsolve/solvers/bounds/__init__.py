@@ -22,7 +22,7 @@ from .span import span_bound
 from .stays import stays_bound
 
 if TYPE_CHECKING:
-    from zbsolve.solvers.base import SolveInput
+    from zbsolve.solvers.view import ProblemView
 
 __all__ = ["DEVICE_BOUND_WORK", "UNREACHED", "Paths", "area_bound", "bounded_devices", "cooldown_bound",
            "jackson_bound", "lower_bound", "microbatch_reach", "middle_idle", "span_bound", "stays_bound",
@@ -35,7 +35,7 @@ __all__ = ["DEVICE_BOUND_WORK", "UNREACHED", "Paths", "area_bound", "bounded_dev
 DEVICE_BOUND_WORK = 3_000_000
 
 
-def bounded_devices(data: SolveInput) -> list[int]:
+def bounded_devices(data: ProblemView) -> list[int]:
     """The devices whose own bounds are computed: every one, unless that would take more
     than DEVICE_BOUND_WORK steps; then devices spread evenly by index (the ends included)
     and the busiest others, as many as that allows. Each device's bound holds on its
@@ -64,10 +64,15 @@ def bounded_devices(data: SolveInput) -> list[int]:
     return sorted(chosen)
 
 
-def lower_bound(data: SolveInput) -> int:
+def lower_bound(data: ProblemView) -> int:
     """The best of the critical path and each device's Jackson, warm-up, cool-down, stays and
     area bounds (for the span objective, each device's span, stays and area bounds), over
-    `bounded_devices`."""
+    `bounded_devices`; and the same of `data.bound_view`, which has every memory edge."""
+    own = own_bound(data)
+    return own if data.bound_view is None else max(own, lower_bound(data.bound_view))
+
+
+def own_bound(data: ProblemView) -> int:
     devices = bounded_devices(data)
     if data.objective == "span":
         paths = Paths(data)

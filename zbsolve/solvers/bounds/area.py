@@ -9,9 +9,8 @@ the ends cannot hold: the device's F's start one after another from the earliest
 so by time t at most 1 + (t - head) / (shortest F) of them have started, and its
 backwards end one after another, the last at least the least tail after a backward before
 the end. Where memory holds fewer microbatches than it takes to cover their way through
-the pipe and back, this can exceed the device's work plus its warm-up and cool-down: on
-1.5B with interleaved:2 at 0.5x (P=8, M=24) 1465.95 ms, where the other bounds give
-1371.00. Below two microbatches the stays bound (`stays`) runs the stays as one machine.
+the pipe and back, this can exceed the device's work plus its warm-up and cool-down
+(interleaved placements at 0.5x). Below two microbatches the stays bound (`stays`) runs the stays as one machine.
 """
 
 from __future__ import annotations
@@ -19,16 +18,16 @@ from __future__ import annotations
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from zbsolve.ops import Op
+from zbsolve.problem.op_graph import Op
 
 from .fill import most_held
 from .paths import least_stays
 
 if TYPE_CHECKING:
-    from zbsolve.solvers.base import SolveInput
+    from zbsolve.solvers.view import ProblemView
 
 
-def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
+def area_bound(data: ProblemView, ops: list[Op], floor: int = 0) -> int:
     """Makespan: the least T whose memory-time (above) holds the device's stays, counted
     from time 0 with heads and tails. Span: the least length of the device's own span (its
     first F starts no earlier than its first op, its last backward ends no later than its
@@ -50,8 +49,8 @@ def area_bound(data: SolveInput, ops: list[Op], floor: int = 0) -> int:
                  min(data.shortest(f) for f in forwards), min(data.shortest(b) for b in backwards.values()))
     if not span and floor > 0:
         # Within a schedule of length `floor` no stay is longer than what its F's head and its
-        # backward's tail leave: if even those fit, nothing is gained (a walk per stage took
-        # 20 ms at P = 1000).
+        # backward's tail leave: if even those fit, nothing is gained, and the walk per stage
+        # is skipped.
         most = sum(data.memory_effect[f][0] * (floor - data.head[f] - data.tail[b] + data.shortest(b))
                    for f, b in backwards.items())
         if ramp.held(floor, head, tail) >= most:

@@ -7,14 +7,14 @@ import heapq
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from zbsolve.ops import Op
-from zbsolve.solvers.base import all_pairs_saving
+from zbsolve.problem.op_graph import Op
+from zbsolve.solvers.view import all_pairs_saving
 
 if TYPE_CHECKING:
-    from zbsolve.solvers.base import SolveInput
+    from zbsolve.solvers.view import ProblemView
 
 
-def jackson_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
+def jackson_bound(data: ProblemView, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
     """One device as a single machine with heads and tails, preemption allowed.
 
     Each op may start no earlier than its head and needs its tail after it ends; Jackson's
@@ -40,7 +40,7 @@ def jackson_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tai
     return best
 
 
-def _pair_count_bound(data: SolveInput, ops: list[Op], head: dict, tail: dict, full: int,
+def _pair_count_bound(data: ProblemView, ops: list[Op], head: dict, tail: dict, full: int,
                       most: dict[Op, int]) -> int:
     """The least, over the number k of pairs the device runs, of two bounds that pull apart:
     the ops at full length less the k largest savings (falls with k), and a one-machine
@@ -53,8 +53,8 @@ def _pair_count_bound(data: SolveInput, ops: list[Op], head: dict, tail: dict, f
     absorbs only its own backward's W), each released and followed as the least of its
     kind. Lowering releases, tails and lengths only relaxes it, so whichever ops a schedule
     pairs, its makespan (span, with heads and tails on the device) is at least the bound
-    for its own k. 1.5B on DualPipe's placement: 992.02 -> 1015.92 (the middle devices,
-    whose first backward and last forward's tail leave 414 ms without pairs).
+    for its own k. It binds on the middle devices of DualPipe's placement, whose first
+    backward and last forward's tail leave a long time without pairs.
     """
     kinds: dict[str, list[Op]] = {"F": [], "B": [], "W": []}
     for op in ops:
@@ -90,7 +90,7 @@ def _pair_count_bound(data: SolveInput, ops: list[Op], head: dict, tail: dict, f
     return best
 
 
-def _jackson(data: SolveInput, ops: list[Op], head: dict, tail: dict, duration: dict) -> int:
+def _jackson(data: ProblemView, ops: list[Op], head: dict, tail: dict, duration: dict) -> int:
     return jackson_jobs([(head[op], duration[op], tail[op] - data.shortest(op)) for op in ops])
 
 
@@ -117,7 +117,7 @@ def jackson_jobs(jobs: list[tuple[int, int, int]]) -> int:
     return best
 
 
-def _pair_relaxations(data: SolveInput, most: dict[Op, int]) -> list[dict[Op, int]]:
+def _pair_relaxations(data: ProblemView, most: dict[Op, int]) -> list[dict[Op, int]]:
     """Durations with each pair's saving (`most`, from `partner_savings`) charged to its F,
     or to its backward's W (BW)."""
     relaxed = []

@@ -7,16 +7,16 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from zbsolve.ops import Op
+from zbsolve.problem.op_graph import Op
 
 from .fill import most_fill, most_length
 from .paths import microbatch_reach
 
 if TYPE_CHECKING:
-    from zbsolve.solvers.base import SolveInput
+    from zbsolve.solvers.view import ProblemView
 
 
-def warmup_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
+def warmup_bound(data: ProblemView, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
     """Memory-limited warm-up: until a device's first backward starts, it can run only
     forwards, and only as many as its memory holds (nothing is released before a backward
     ends). So it idles for at least the wait for that first backward minus the forward
@@ -26,7 +26,7 @@ def warmup_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail
     return 0 if idle is None else ops_work(data, ops) + idle + least_after(data, ops, tail)
 
 
-def warmup_idle(data: SolveInput, ops: list[Op], head: dict | None = None) -> int | None:
+def warmup_idle(data: ProblemView, ops: list[Op], head: dict | None = None) -> int | None:
     """Idle the device must spend before its first backward starts (None without a memory
     limit or a backward: no warm-up bound). The forward work that fits: where the F's sizes
     are equal, the longest that fit whole (at 0.8x on P=3, 2 of them, not 2.4); otherwise a
@@ -44,7 +44,7 @@ def warmup_idle(data: SolveInput, ops: list[Op], head: dict | None = None) -> in
     return first_backward + math.ceil(work - fits - 1e-9) - work
 
 
-def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
+def cooldown_bound(data: ProblemView, ops: list[Op], head: dict | None = None, tail: dict | None = None) -> int:
     """Memory-limited cool-down.
 
     After the device's last F ends, its microbatch travels on to its next op here, its own
@@ -55,8 +55,8 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     holding the residual), within the limit less what the last F's microbatch holds itself
     (on a V both of its stages here). What they cannot fill of the wait for its backward is
     idle; what they cannot fill of its tail is time the device's other work cannot shorten
-    (1.5B at 0.5x on a V: the middle device's last B still has 67.5 ms to go through
-    devices 6 to 0, where the static bound stopped at its start: 1306.96 -> 1369.80 ms).
+    (on a V at 0.5x: the middle device's last B still has to go through every device
+    below it).
     Either comes on top of the warm-up idle when the last F must follow a backward (more
     forwards than fit), as that idle lies before it, and so does the idle memory forces in
     between (`middle_idle`). With heads and tails measured on the
@@ -91,7 +91,7 @@ def cooldown_bound(data: SolveInput, ops: list[Op], head: dict | None = None, ta
     return math.ceil(ops_work(data, ops) + idle_total - 1e-9) + least
 
 
-def middle_idle(data: SolveInput, stages: Mapping[tuple[int, int], list[Op]], limit: int,
+def middle_idle(data: ProblemView, stages: Mapping[tuple[int, int], list[Op]], limit: int,
                  reaches: dict[Op, dict[Op, int]] | None = None) -> float:
     """Idle between the warm-up and the cool-down, forced by memory (one pipe, no pairs).
 
@@ -106,9 +106,9 @@ def middle_idle(data: SolveInput, stages: Mapping[tuple[int, int], list[Op]], li
     and the cool-down's idle. Each is at least the microbatch's trip from one to the other,
     and within it the device can only run backwards and W's of earlier microbatches (at
     most what they offer within the memory that microbatch m leaves) and F's (within the
-    same memory, freed by those). What they cannot fill is idle. At P=4 on a V at 0.5x
-    (1.5B costs) that is 12.6 ms per window, what a relaxation that keeps only the middle
-    device finds; at P=8 the trip is shorter than the fill and nothing is added.
+    same memory, freed by those). What they cannot fill is idle (on a V at 0.5x, P=4, what
+    a relaxation that keeps only the middle device finds); where the trip is shorter than
+    the fill nothing is added.
     `reaches`: `microbatch_reach` from the last microbatch's F of each stage here, when known (any
     microbatch stands for all).
     """
@@ -141,7 +141,7 @@ def middle_idle(data: SolveInput, stages: Mapping[tuple[int, int], list[Op]], li
     return windows * max(0.0, trip - most_fill(free, kinds) - most_length(free, forwards))
 
 
-def _cooldown_idle(data: SolveInput, stages: Mapping[tuple[int, int], list[Op]], last: Op, reach: dict[Op, int],
+def _cooldown_idle(data: ProblemView, stages: Mapping[tuple[int, int], list[Op]], last: Op, reach: dict[Op, int],
                    limit: int, after: int) -> float:
     """Time after `last` (the device's last F) that no work here can fill: until its
     microbatch's backward may start here, and until `after` (the time its microbatch still
@@ -163,10 +163,10 @@ def _cooldown_idle(data: SolveInput, stages: Mapping[tuple[int, int], list[Op]],
     return max(0, trip - fill, after - own_work - fill)
 
 
-def ops_work(data: SolveInput, ops: list[Op]) -> int:
+def ops_work(data: ProblemView, ops: list[Op]) -> int:
     return sum(data.duration[op] for op in ops) - data.pair_saving(ops)
 
 
-def least_after(data: SolveInput, ops: list[Op], tail: dict | None = None) -> int:
+def least_after(data: ProblemView, ops: list[Op], tail: dict | None = None) -> int:
     tail = tail or data.tail
     return min(tail[op] - data.shortest(op) for op in ops)

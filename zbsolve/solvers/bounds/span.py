@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zbsolve.ops import Op
+from zbsolve.problem.op_graph import Op
 
 from .jackson import jackson_bound
 from .memory import cooldown_bound, ops_work, warmup_bound
 from .paths import UNREACHED, Paths
 
 if TYPE_CHECKING:
-    from zbsolve.solvers.base import SolveInput
+    from zbsolve.solvers.view import ProblemView
 
 
-def span_bound(data: SolveInput, device: int, paths: Paths) -> int:
+def span_bound(data: ProblemView, device: int, paths: Paths) -> int:
     """The Jackson, warm-up and cool-down bounds on one device's span.
 
     Every op here starts no earlier than the device's first op plus its longest path from
@@ -36,16 +36,16 @@ def span_bound(data: SolveInput, device: int, paths: Paths) -> int:
     return best
 
 
-def _ops_of(data: SolveInput, devices: list[int]) -> list[Op]:
+def _ops_of(data: ProblemView, devices: list[int]) -> list[Op]:
     return [op for d in devices for op in data.device_ops[d]]
 
 
-def _by_op(data: SolveInput, values: list[int], ops: list[Op]) -> dict[Op, int]:
+def _by_op(data: ProblemView, values: list[int], ops: list[Op]) -> dict[Op, int]:
     """A longest-path pass's values (by position in `data.topological`) for these ops."""
     return {op: values[data.rank[op]] for op in ops}
 
 
-def _in_frame(data: SolveInput, device: int, head: list[int], tail: list[int]) -> int:
+def _in_frame(data: ProblemView, device: int, head: list[int], tail: list[int]) -> int:
     """The device's bounds with each op's head and tail (by position in `data.topological`)
     measured from the frame's start and to its end."""
     ops = data.device_ops[device]
@@ -54,12 +54,12 @@ def _in_frame(data: SolveInput, device: int, head: list[int], tail: list[int]) -
                cooldown_bound(data, ops, heads, tails), _through_others(data, device, head, tail))
 
 
-def _through_others(data: SolveInput, device: int, head: list[int], tail: list[int]) -> int:
+def _through_others(data: ProblemView, device: int, head: list[int], tail: list[int]) -> int:
     """Another device's work that lies within the frame: its ops that an op here leads to
     (or one the frame's heads count from) and that lead to an op the frame's tails count
     to start no earlier than their head and are followed by their tail, so a one-machine
-    bound on them bounds the span. (1.5B at 2x: the last stage's 24 F and B between the
-    first stage's start and its last B and W.) Without F&B pairs only: a pair could hide a
+    bound on them bounds the span (at loose memory, the last stage's F's and B's between
+    the first stage's start and its last B and W). Without F&B pairs only: a pair could hide a
     backward's W that is not among them."""
     if data.pair_duration is not None:
         return 0

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zbsolve.ops import Op
+from zbsolve.problem.op_graph import Op
 
 from .jackson import jackson_jobs
 from .paths import least_stays
 
 if TYPE_CHECKING:
-    from zbsolve.solvers.base import SolveInput
+    from zbsolve.solvers.view import ProblemView
 
 
-def stays_bound(data: SolveInput, ops: list[Op]) -> int:
+def stays_bound(data: ProblemView, ops: list[Op]) -> int:
     """Makespan: Jackson's bound over the device's long-held stays, with their F's heads and
     their backwards' tails. Span: their total, as each lies between the device's first op
     and its last. 0 where fewer than two stays are kept apart."""

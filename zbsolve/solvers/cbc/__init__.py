@@ -1,5 +1,34 @@
 """MILP backend: PuLP with its bundled CBC; disjunctive ordering binaries only where needed."""
 
-from .model import solve_cbc
+from __future__ import annotations
 
-__all__ = ["solve_cbc"]
+from zbsolve.problem.problem import Problem
+from zbsolve.problem.size import forwards_per_stage
+from zbsolve.solvers.registry import Backend, register
+
+MAX_ORDERING_PAIRS = 500_000  # one binary per pair of ops on a device, before pruning
+
+
+def ordering_pairs(problem: Problem) -> int:
+    kinds = 3 if problem.split_backward else 2
+    return sum(kinds * sum(held) * (kinds * sum(held) - 1) // 2 for held in forwards_per_stage(problem))
+
+
+def _refuses(problem: Problem) -> str | None:
+    if problem.fb_overlap is not None:
+        return "the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat"
+    return None
+
+
+def _run(data, settings, state):
+    from .model import solve_cbc
+
+    return solve_cbc(data, settings, state)
+
+
+# CBC has no work measure: even a deterministic solve keeps to the clock.
+register(Backend(
+    name="cbc", run=_run, summary="CBC through PuLP: a MILP with ordering binaries",
+    work_limited=False, size=ordering_pairs, size_limit=MAX_ORDERING_PAIRS, size_unit="ordering pairs",
+    refuses=_refuses,
+))

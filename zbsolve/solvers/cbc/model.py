@@ -1,4 +1,4 @@
-"""MILP model (DESIGN §7) solved by CBC through PuLP.
+"""MILP model (docs/solving.md) solved by CBC through PuLP.
 
 Start times are continuous; each pair of ops on one device gets an ordering binary unless
 their order is already implied by dependencies and the microbatch-order symmetry chains
@@ -21,14 +21,17 @@ from pathlib import Path
 import pulp
 
 from zbsolve.errors import UsageError
-from zbsolve.ops import Op
-from zbsolve.solvers.base import BackendResult, SolveInput
+from zbsolve.problem.op_graph import Op
+from zbsolve.solvers.result import BackendResult
+from zbsolve.solvers.settings import RunSettings
+from zbsolve.solvers.state import SearchState
+from zbsolve.solvers.view import ProblemView
 
 CBC_GRACE_S = 3.0  # how long CBC may take to honour an interrupt before it is killed
 _RUNNING: set[str] = set()  # work folders of CBC runs not yet ended (their CBC is killed at exit)
 
 
-def _ancestors(data: SolveInput) -> dict[Op, int]:
+def _ancestors(data: ProblemView) -> dict[Op, int]:
     """Bitset of every op that must finish before each op starts."""
     index = {op: j for j, op in enumerate(data.ops)}
     before: dict[Op, list[Op]] = {op: [p for p, _ in data.predecessors[op]] for op in data.ops}
@@ -52,12 +55,12 @@ def _ancestors(data: SolveInput) -> dict[Op, int]:
 
 
 class _Model:
-    def __init__(self, data: SolveInput) -> None:
-        self.data = data
+    def __init__(self, data: ProblemView, horizon: int, bound: int) -> None:
+        self.data, self.horizon, self.bound = data, horizon, bound
         self.index = {op: j for j, op in enumerate(data.ops)}
         self.ancestors = _ancestors(data)
         self.prob = pulp.LpProblem("zbsolve", pulp.LpMinimize)
-        H = data.horizon
+        H = horizon
         self.start = {
             op: pulp.LpVariable(f"s{j}", data.head[op], H - data.tail[op])
             for j, op in enumerate(data.ops)
@@ -87,7 +90,7 @@ class _Model:
                 self.prob += s[b] >= s[a] + d.duration[a]
 
     def _disjunctions(self) -> None:
-        d, s, H = self.data, self.start, self.data.horizon
+        d, s, H = self.data, self.start, self.horizon
         for ops in d.device_ops:
             for i, a in enumerate(ops):
                 for b in ops[i + 1:]:
@@ -118,14 +121,14 @@ class _Model:
                 self.prob += level <= d.memory_limit[device]
 
     def _objective(self):
-        d, s, H = self.data, self.start, self.data.horizon
+        d, s, H = self.data, self.start, self.horizon
         if d.objective == "makespan":
-            makespan = pulp.LpVariable("makespan", d.lower_bound(), H)
+            makespan = pulp.LpVariable("makespan", self.bound, H)
             for op in d.sinks():
                 self.prob += makespan >= s[op] + d.duration[op]
             self.prob += makespan
             return makespan
-        span = pulp.LpVariable("span", d.lower_bound(), H)
+        span = pulp.LpVariable("span", self.bound, H)
         # The span does not change when a schedule moves in time: as in the CP-SAT model, one
         # of the ops that may start first starts at 0, chosen by a binary.
         self.at_zero = {op: pulp.LpVariable(f"zero{self.index[op]}", cat="Binary") for op in d.starters}
@@ -179,7 +182,7 @@ def _read_log(path: str) -> dict[str, float]:
     return found
 
 
-def solve_cbc(data: SolveInput) -> BackendResult:
+def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState) -> BackendResult:
     t0 = time.monotonic()
     if data.graph.fb_overlap is not None:
         raise UsageError(
@@ -187,24 +190,25 @@ def solve_cbc(data: SolveInput) -> BackendResult:
         )
     with warnings.catch_warnings():  # PuLP 3.x announces its 4.0 API on every variable
         warnings.simplefilter("ignore", DeprecationWarning)
-        model = _Model(data)
-    warm = data.hint is not None
+        model = _Model(data, state.horizon, state.lower_bound())
+    warm = state.hint is not None
     if warm:
-        model.set_hint(data.hint)
+        model.set_hint(state.hint)
     # PuLP leaves its model files behind when CBC exits without a solution (killed after an
     # interrupt): they go in a folder of our own, removed whatever happens.
     workdir = tempfile.TemporaryDirectory(prefix="zbsolve-cbc-", ignore_cleanup_errors=True)
     log_path = os.path.join(workdir.name, "cbc.log")
     done = threading.Event()
-    watcher = threading.Thread(target=_watch_log, args=(log_path, workdir.name, data, t0, done), daemon=True)
+    watcher = threading.Thread(target=_watch_log, args=(log_path, workdir.name, data, settings, state, t0, done),
+                               daemon=True)
     watcher.start()
     try:
         # CBC takes seeds 1 to 2^31 - 1 (0 would draw one from the clock; it ignores what is above)
-        cbc_seed = int(data.seed) % (2**31 - 1) + 1
+        cbc_seed = int(settings.seed) % (2**31 - 1) + 1
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             command = pulp.PULP_CBC_CMD(
-                msg=False, timeLimit=max(1, round(data.time_limit)), threads=int(data.workers),
+                msg=False, timeLimit=max(1, round(settings.time_limit)), threads=int(settings.workers),
                 warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {cbc_seed}"],
             )
             command.tmpDir = workdir.name
@@ -212,7 +216,7 @@ def solve_cbc(data: SolveInput) -> BackendResult:
         try:
             model.prob.solve(command)
         except pulp.PulpSolverError:
-            if data.stop.is_set():  # CBC ignored the interrupt and was killed (see _watch_log)
+            if state.stop.is_set():  # CBC ignored the interrupt and was killed (see _watch_log)
                 return BackendResult("unknown", None, None, None, time.monotonic() - t0, interrupted=True,
                                      message="CBC did not stop within its grace period and was killed")
             # CBC's own process failed. The bundled CBC 2.10 segfaults in some runs (seen when
@@ -235,30 +239,31 @@ def solve_cbc(data: SolveInput) -> BackendResult:
         value = round(pulp.value(model.objective))
         bound = value if proven else log.get("bound")
         return BackendResult("optimal" if proven else "feasible", starts, value, bound, wall,
-                             interrupted=data.stop.is_set() and not proven)
+                             interrupted=state.stop.is_set() and not proven)
     if status == pulp.LpStatusInfeasible:
         return BackendResult("infeasible", None, None, None, wall)
-    return BackendResult("unknown", None, None, log.get("bound"), wall, interrupted=data.stop.is_set(),
+    return BackendResult("unknown", None, None, log.get("bound"), wall, interrupted=state.stop.is_set(),
                          message="CBC found no schedule within the time limit")
 
 
-def _watch_log(path: str, workdir: str, data: SolveInput, t0: float, done: threading.Event) -> None:
+def _watch_log(path: str, workdir: str, data: ProblemView, settings: RunSettings, state: SearchState, t0: float,
+               done: threading.Event) -> None:
     """Report CBC's progress from its log file while it runs; pass a stop request on."""
     last, forwarded, killed = None, None, False
     while not done.wait(0.5):
-        if data.stop.is_set() and forwarded is None and _interrupt_cbc(signal.SIGINT, workdir):
+        if state.stop.is_set() and forwarded is None and _interrupt_cbc(signal.SIGINT, workdir):
             forwarded = time.monotonic()
         # CBC notices SIGINT only between search nodes; a long root LP can hold it for many
         # seconds, so after a grace period it is killed (the starting schedule remains).
         if forwarded is not None and not killed and time.monotonic() - forwarded > CBC_GRACE_S:
             killed = _interrupt_cbc(signal.SIGKILL, workdir)
-        if data.progress is None:
+        if settings.progress is None:
             continue
         found = _read_log(path)
         now = (found.get("value"), found.get("bound"))
         if now != last and any(v is not None for v in now):
             last = now
-            data.progress(data.value(now[0]), data.value(now[1]), time.monotonic() - t0)
+            settings.progress(data.value(now[0]), data.value(now[1]), time.monotonic() - t0)
 
 
 def _interrupt_cbc(signum: int, workdir: str) -> bool:

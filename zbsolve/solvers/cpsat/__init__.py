@@ -1,5 +1,31 @@
 """OR-Tools CP-SAT backend: one interval per op, NoOverlap and cumulative memory per device."""
 
-from .model import solve_cpsat
+from __future__ import annotations
 
-__all__ = ["solve_cpsat"]
+from zbsolve.problem.problem import Problem
+from zbsolve.problem.size import forwards_per_stage, op_count
+from zbsolve.solvers.registry import Backend, register
+
+MAX_MODEL_SIZE = 200_000  # ops plus overlapped-pair choices
+
+
+def model_size(problem: Problem) -> int:
+    """Variables that grow with the problem: one per op, one per F and backward of another
+    stage on the same device when F&B pairs may form."""
+    size = op_count(problem)
+    if problem.fb_overlap is not None:
+        size += sum(f * (sum(held) - f) for held in forwards_per_stage(problem) for f in held)
+    return size
+
+
+def _run(data, settings, state):
+    from .model import solve_cpsat
+
+    return solve_cpsat(data, settings, state)
+
+
+register(Backend(
+    name="cpsat", run=_run, summary="OR-Tools CP-SAT: proofs, bounds and large-neighbourhood search",
+    work_limited=True, size=model_size, size_limit=MAX_MODEL_SIZE, size_unit="ops and pair choices",
+    above_limit="list",
+))

@@ -1,34 +1,19 @@
-"""The memory limit counted at each F's start, beside the cumulative form (DESIGN §4.2).
+"""The memory limit counted at each F's start, beside the cumulative form (docs/design.md, "Memory").
 
 Memory rises only when an F starts, so the limit also reads: at each F's start, the
 activations of the F's started by then, less what the B's and W's ended by then have
 released, fit the device's limit. With one Boolean per (F, other op of the device) this is
 linear, and it allows exactly the schedules the cumulative allows. CP-SAT deduces far more
-from it: on 1.5B V-shape 0.5x at P=4 M=6 it proves no schedule reaches 410 ms in 0.05 s
-where the cumulative alone left that open after 60 s (benchmarks/memory_count.py; the static
-bound has since risen to 413.18 ms, and 416 and 418 are ruled out in 0.2 s, open after 5 s
-without it).
+from it: bounds the cumulative form leaves open for a whole solve are ruled out at once.
 
 Where the model's own edges (dependencies, microbatch order, memory-implied edges) already
 decide whether an op has started or ended by an F's start, the term is a constant: about a
 quarter of the pairs are left to Booleans.
 
-Only small models without F&B pairs whose devices hold several stages get it (`planned`).
-Measured at 60 s, 2 workers, with and without it (benchmarks/counted_memory.py and one-off
-runs), on 1.5B costs unless noted: V-shape 0.5x
-P=4 M=6 (488 Booleans) optimal in 0.8 s against unknown at 4.6% after 60 s, P=4 M=8
-optimal in 4.6 s against 7.3%, P=4 M=12 the same schedule with CP-SAT's bound at 742.70
-against 676.28 ms; 6.2B P=4 M=6 optimal in 1.6 s against unknown; interleaved:2 0.5x P=4
-M=8 optimal in 1.1 s against 18.5 s; DualPipe's placement at 0.75x P=4 M=8 optimal in 4.1 s
-against unknown. With one stage per device it did not pay: 0.75x P=8 M=16 proven in 35.8 and
-39.0 s against 6.1 and 6.2 s; P=4 M=16 once each way (proven in 23.2 s against unproven,
-unproven against proven in 58.4 s); 1.25x P=8 M=24 (3,576 Booleans) both objectives
-feasible against proven in 40 and 48 s. Larger V-shapes
-searched worse and proved nothing more: P=8 M=12 and M=16 839.39 and 1052.52 ms against
-837.97 and 1043.88 with the same bound; full size (14,824 Booleans) 1453.29 against
-1453.62. With pairs the edges decide nothing (every term a Boolean) and no gain was seen:
-1.5B P=4 M=12 510.51 ms either way; 14.6B P=4 M=8 proven in 57.9 s with it against 17.3 s
-without, but also in 57.9 s without it in another run (12.2 s in a third).
+Only small models without F&B pairs whose devices hold several stages get it (`planned`):
+there it proved optima the cumulative form alone did not; with one stage per device, on
+larger models and with pairs (whose edges decide no term) it did not pay
+(docs/solving.md, section 4).
 """
 
 from __future__ import annotations
@@ -37,8 +22,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op
-from zbsolve.solvers.base import SolveInput
+from zbsolve.problem.op_graph import Op
+from zbsolve.solvers.view import ProblemView
 
 from .hints import Derived
 
@@ -59,7 +44,7 @@ class Term:
     known: bool | None  # decided by the model's edges; None: a Boolean decides
 
 
-def planned(data: SolveInput, forced: bool | None = None) -> dict[Op, list[Term]] | None:
+def planned(data: ProblemView, forced: bool | None = None) -> dict[Op, list[Term]] | None:
     """The counted form's terms for each F when the model should get it: when `forced`, or
     by default on devices of several stages, without pairs, within `MAX_BOOLEANS` Booleans."""
     if forced is False or data.memory_limit is None:
@@ -75,7 +60,7 @@ def booleans(terms: dict[Op, list[Term]]) -> int:
     return sum(term.known is None for found in terms.values() for term in found)
 
 
-def counted_terms(data: SolveInput) -> dict[Op, list[Term]]:
+def counted_terms(data: ProblemView) -> dict[Op, list[Term]]:
     """For each F, the terms of its counted limit: every F and every B or W that frees
     memory on its device, each known to have happened by its start, known not to, or not known."""
     order = _Order(data) if data.pair_duration is None and len(data.ops) <= EDGES_UP_TO_OPS else None
@@ -91,7 +76,7 @@ def counted_terms(data: SolveInput) -> dict[Op, list[Term]]:
     return terms
 
 
-def add_counted_memory(model: cp_model.CpModel, data: SolveInput, start: dict, end: dict,
+def add_counted_memory(model: cp_model.CpModel, data: ProblemView, start: dict, end: dict,
                        derived: Derived, terms: dict[Op, list[Term]]) -> None:
     for x, found in terms.items():
         limit = data.memory_limit[data.graph.device(x)]
@@ -115,7 +100,7 @@ def add_counted_memory(model: cp_model.CpModel, data: SolveInput, start: dict, e
             model.Add(level <= limit)
 
 
-def _undecided_count(data: SolveInput) -> int:
+def _undecided_count(data: ProblemView) -> int:
     """The Booleans when no term is decided (each F's own B and W end after it)."""
     total = 0
     for ops in data.device_ops:
@@ -129,7 +114,7 @@ class _Order:
     """Which ops follow which along `before` (every edge the model holds; without pairs, an
     edge a -> b means b starts no earlier than a ends), as a bitset per op over `data.rank`."""
 
-    def __init__(self, data: SolveInput) -> None:
+    def __init__(self, data: ProblemView) -> None:
         self.rank = data.rank
         self.after = {op: 0 for op in data.ops}
         for op in reversed(data.topological):
@@ -144,7 +129,7 @@ def _own(release: Op, forward: Op) -> bool:
     return release.with_kind("F") == forward
 
 
-def _started(data: SolveInput, order: _Order | None, f: Op, x: Op) -> bool | None:
+def _started(data: ProblemView, order: _Order | None, f: Op, x: Op) -> bool | None:
     """Whether F f starts strictly before F x in every schedule of the model."""
     if order is None:
         return None
@@ -155,7 +140,7 @@ def _started(data: SolveInput, order: _Order | None, f: Op, x: Op) -> bool | Non
     return None
 
 
-def _ended(data: SolveInput, order: _Order | None, r: Op, x: Op) -> bool | None:
+def _ended(data: ProblemView, order: _Order | None, r: Op, x: Op) -> bool | None:
     """Whether B or W r ends by F x's start in every schedule of the model (x's own end
     after it: they follow its end, and one of the two takes time)."""
     if order is None:

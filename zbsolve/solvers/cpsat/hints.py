@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op
-from zbsolve.solvers.base import SolveInput
+from zbsolve.problem.op_graph import Op
+from zbsolve.solvers.state import SearchState
+from zbsolve.solvers.view import ProblemView
 
 
 @dataclass
@@ -28,22 +29,22 @@ class Hinted:
 Derived = list[tuple[cp_model.IntVar, Callable[[Hinted], int]]]
 
 
-def hinted(data: SolveInput) -> Hinted:
-    paired = {op for pair in data.hint_pairs for op in pair}
+def hinted(data: ProblemView, state: SearchState) -> Hinted:
+    paired = {op for pair in state.hint_pairs for op in pair}
     end = {}
-    for op, start in data.hint.items():
+    for op, start in state.hint.items():
         owner = op.with_kind("B") if op.kind == "W" else op
         if op in paired:
             end[op] = start + data.pair_duration
         elif owner in paired:  # a W absorbed into its B's pair ends with the pair
-            end[op] = data.hint[owner] + data.pair_duration
+            end[op] = state.hint[owner] + data.pair_duration
         else:
             end[op] = start + data.duration[op]
-    return Hinted(dict(data.hint), end, paired)
+    return Hinted(dict(state.hint), end, paired)
 
 
-def add_hint(model: cp_model.CpModel, data: SolveInput, start: dict, derived: Derived) -> None:
-    schedule = hinted(data)
+def add_hint(model: cp_model.CpModel, data: ProblemView, state: SearchState, start: dict, derived: Derived) -> None:
+    schedule = hinted(data, state)
     for op, value in schedule.start.items():
         model.AddHint(start[op], value)
     for var, value in derived:

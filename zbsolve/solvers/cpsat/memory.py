@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from zbsolve.solvers.base import SolveInput
+from zbsolve.solvers.view import ProblemView
 
 from .hints import Derived
 
 
-def add_memory(model: cp_model.CpModel, data: SolveInput, start: dict, end: dict, derived: Derived,
-               devices: list[int] | None = None) -> None:
-    """Activation held from F's start to B's end, residual until W's end (DESIGN §4.2), on
+def add_memory(model: cp_model.CpModel, data: ProblemView, start: dict, end: dict, derived: Derived,
+               horizon: int, devices: list[int] | None = None) -> None:
+    """Activation held from F's start to B's end, residual until W's end (docs/design.md, "Memory"), on
     `devices` (default: all; a relaxation may keep only some)."""
-    H = data.horizon
+    H = horizon
     for d in range(len(data.device_ops)) if devices is None else devices:
         intervals, demands = [], []
         for op in data.device_ops[d]:

@@ -9,9 +9,8 @@ early as its dependencies, the model's memory-implied edges and its device's ord
 a pair's halves together (each device keeps its order of ops, so its memory profile keeps
 its levels), and the result is kept when no longer. Mirror images start together, so a
 window of time holds both halves of the symmetry and the step stays a mirror image.
-The mirrored LNS tends to stop on plateaus (1.5B with pairs at 1.125x: five of eight 60 s
-runs ended between 1049.15 and 1050.37 ms); with these steps 13 of 15 runs ended between
-1041.66 and 1042.89 (README, *How a solve works* step 4)."""
+The mirrored LNS tends to stop on plateaus; these steps get it off them
+(docs/solving.md, section 5)."""
 
 from __future__ import annotations
 
@@ -19,15 +18,18 @@ import random
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op
-from zbsolve.solvers.base import SolveInput, partners
+from zbsolve.problem.op_graph import Op
+from zbsolve.solvers.result import partners
+from zbsolve.solvers.settings import RunSettings
+from zbsolve.solvers.state import SearchState
+from zbsolve.solvers.view import ProblemView
 
 from .window import prefer_early, run_steps, step_solver
 
 WINDOW_OPS = 200  # ops whose starts span the first window (see `window.run_steps`)
 
 
-def model_waits(data: SolveInput) -> dict[Op, list[tuple[Op, int]]]:
+def model_waits(data: ProblemView) -> dict[Op, list[tuple[Op, int]]]:
     """What each op waits for in the model: its dependencies and the implied edges between
     kinds (`build_model`), with their delays."""
     waits = {op: list(data.predecessors[op]) for op in data.ops}
@@ -37,7 +39,7 @@ def model_waits(data: SolveInput) -> dict[Op, list[tuple[Op, int]]]:
     return waits
 
 
-def compressed(data: SolveInput, starts: dict[Op, int], pairs: set[tuple[Op, Op]],
+def compressed(data: ProblemView, starts: dict[Op, int], pairs: set[tuple[Op, Op]],
                waits: dict[Op, list[tuple[Op, int]]] | None = None) -> tuple[dict[Op, int], dict[Op, int]] | None:
     """Every op as early as its dependencies, the model's implied edges and its device's
     order allow, a pair's halves starting together and a W the pair absorbed ending with it:
@@ -74,7 +76,8 @@ def compressed(data: SolveInput, starts: dict[Op, int], pairs: set[tuple[Op, Op]
     return new, end
 
 
-def search(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, starts: dict[Op, int],
+def search(data: ProblemView, settings: RunSettings, state: SearchState, model: cp_model.CpModel, start: dict, pairs,
+           starts: dict[Op, int],
            chosen: list[tuple[Op, Op]], seconds: float, on_better):
     """Improve a schedule of the mirrored `model` (its start variables and `Pairs`) for
     `seconds` of wall time: (starts, pairs, makespan, steps, improvements), the makespan in
@@ -92,7 +95,7 @@ def search(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, starts
         first = rng.randrange(max(1, len(order) - size + 1))
         low, high = best[order[first]], best[order[min(len(order), first + size) - 1]]
         free = {op for op in data.ops if low <= best[op] <= high}
-        found = _reorder(data, model, start, pairs, best, ends, chosen, free, seconds, rng.randrange(1 << 30))
+        found = _reorder(data, settings, model, start, pairs, best, ends, chosen, free, seconds, rng.randrange(1 << 30))
         packed = None if found is None else compressed(data, found[0], found[1], waits)
         new = None if packed is None else max(packed[1].values())
         shorter = new is not None and new < value
@@ -103,17 +106,17 @@ def search(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, starts
             (best, ends), chosen, value = packed, found[1], new
         return (found is not None and found[2]) or shorter
 
-    steps = run_steps(data, seconds, WINDOW_OPS, step)
+    steps = run_steps(settings, state, seconds, WINDOW_OPS, len(data.ops), step)
     return best, chosen, value, steps, better
 
 
-def _slots(data: SolveInput, starts: dict[Op, int], partner: dict[Op, Op], absorbed) -> list[list[Op]]:
+def _slots(data: ProblemView, starts: dict[Op, int], partner: dict[Op, Op], absorbed) -> list[list[Op]]:
     """Per device, what occupies it in turn: single ops and pairs (by their F)."""
     return [sorted((op for op in ops if op not in absorbed and not (op in partner and op.kind != "F")),
                    key=lambda op: (starts[op], data.rank[op])) for ops in data.device_ops]
 
 
-def _paths_out(data: SolveInput, best, ends, chosen, free: set[Op], high: int) -> dict[Op, int]:
+def _paths_out(data: ProblemView, best, ends, chosen, free: set[Op], high: int) -> dict[Op, int]:
     """For each freed op, the longest path from its end to the schedule's end through the
     fixed ops (their dependencies, pairs and order on each device)."""
     partner = partners(chosen)
@@ -148,7 +151,7 @@ def _paths_out(data: SolveInput, best, ends, chosen, free: set[Op], high: int) -
     return out
 
 
-def _reorder(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, best, ends, chosen,
+def _reorder(data: ProblemView, settings: RunSettings, model: cp_model.CpModel, start: dict, pairs, best, ends, chosen,
              free: set[Op], seconds: float, seed: int):
     """The window's ops re-ordered and re-paired, the rest fixed: (starts, pairs, proven),
     or None when nothing was found in time."""
@@ -187,7 +190,7 @@ def _reorder(data: SolveInput, model: cp_model.CpModel, start: dict, pairs, best
         elif backward not in paired_backwards:
             step.Add(worst >= var[op] + data.duration[op] + after[op])
     prefer_early(step, worst, [var[op] for op in free], low, makespan - low + 1, latest)
-    solver = step_solver(data, seconds, seed)
+    solver = step_solver(settings, seconds, seed)
     code = solver.Solve(step)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

@@ -1,4 +1,4 @@
-"""Optional overlapped F&B pairs for the CP-SAT model (DESIGN §4.4).
+"""Optional overlapped F&B pairs for the CP-SAT model (docs/design.md, "F&B overlap").
 
 A pair runs one F and one full backward of another stage on the same device, both
 starting together and both ending `pair_duration` later. Only F&BW pairs are offered: in
@@ -13,17 +13,18 @@ from collections.abc import Collection
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op
-from zbsolve.solvers.base import SolveInput
+from zbsolve.problem.op_graph import Op
+from zbsolve.solvers.state import SearchState
+from zbsolve.solvers.view import ProblemView
 
 
 class Pairs:
-    def __init__(self, model: cp_model.CpModel, data: SolveInput, start: dict, derived: list,
+    def __init__(self, model: cp_model.CpModel, data: ProblemView, start: dict, derived: list, state: SearchState,
                  devices: Collection[int] | None = None, within: int | None = None) -> None:
         """Pairs on `devices` (all by default: a relaxation keeps only some). With `within`
         (solver units) and a hint, only an F and a backward that the hint starts at most that
         far apart, or pairs, may pair: a restriction for searches whose proofs are not used."""
-        self.data = data
+        self.data, self.state, self.horizon = data, state, state.horizon
         self.derived = derived  # helper variables, each with its value under a hinted schedule
         self.literal: dict[tuple[Op, Op], cp_model.IntVar] = {}
         self.intervals: list[list] = [[] for _ in data.device_ops]
@@ -55,12 +56,12 @@ class Pairs:
     def _may_meet(self, f: Op, b: Op) -> bool:
         """Both halves start together: their start windows must intersect."""
         data = self.data
-        latest = min(data.horizon - data.tail[f], data.horizon - data.tail[b])
+        latest = min(self.horizon - data.tail[f], self.horizon - data.tail[b])
         return max(data.head[f], data.head[b]) <= latest
 
     def _near(self, f: Op, b: Op, within: int) -> bool:
-        hint = self.data.hint
-        return not hint or (f, b) in self.data.hint_pairs or abs(hint[f] - hint[b]) <= within
+        hint = self.state.hint
+        return not hint or (f, b) in self.state.hint_pairs or abs(hint[f] - hint[b]) <= within
 
     def alone(self, model: cp_model.CpModel, op: Op):
         """A literal true when `op` runs by itself (for W: when its B is not paired)."""
@@ -80,7 +81,7 @@ class Pairs:
         duration = self.data.duration[op]
         if op not in self.paired:
             return start + duration
-        end = model.NewIntVar(0, 2 * self.data.horizon, f"e{op}")  # a variable: intervals need affine ends
+        end = model.NewIntVar(0, 2 * self.horizon, f"e{op}")  # a variable: intervals need affine ends
         model.Add(end == start + duration + (self.data.pair_duration - duration) * self.paired[op])
         self.derived.append((end, lambda h: h.end[op]))
         return end
@@ -93,8 +94,8 @@ class Pairs:
             model.AddHint(x, pair in pairs)
 
 
-def occupancy(model: cp_model.CpModel, data: SolveInput, start: dict, pairs: Pairs | None, derived: list,
-              devices: Collection[int] | None = None) -> tuple[dict, list[list]]:
+def occupancy(model: cp_model.CpModel, data: ProblemView, start: dict, pairs: Pairs | None, derived: list,
+              horizon: int, devices: Collection[int] | None = None) -> tuple[dict, list[list]]:
     """Each op's end (when its result is ready) and the intervals that occupy each device,
     for the ops of `devices` (all by default; the others' lists stay empty)."""
     end, device_intervals = {}, [[] for _ in data.device_ops]
@@ -114,7 +115,7 @@ def occupancy(model: cp_model.CpModel, data: SolveInput, start: dict, pairs: Pai
             if op.kind != "W":
                 end[op] = pairs.end(model, op, start[op])
                 continue
-            done = model.NewIntVar(0, data.horizon, f"done{name}")  # an absorbed W ends with its pair
+            done = model.NewIntVar(0, horizon, f"done{name}")  # an absorbed W ends with its pair
             model.Add(done == start[op] + duration).OnlyEnforceIf(alone)
             model.Add(done == end[op.with_kind("B")]).OnlyEnforceIf(alone.Not())
             derived.append((done, lambda h, op=op: h.end[op]))

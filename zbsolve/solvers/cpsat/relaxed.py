@@ -9,15 +9,10 @@ relaxation, no longer, so a proof that the relaxation has no schedule within T p
 problem's optimum longer than T. With F&B pairs the kept devices pair their ops and each
 delay counts from a pair's end (`relaxation`); the phase does not ask those (`eligible`).
 
-Where memory is tight such proofs come fast when the whole model's do not (1.5B costs, 2
-workers). V-shape 0.5x, P=4 M=16: static bound 860.06 ms, which a 60 s solve of the whole
-model did not raise; the last device alone rules out 920 ms in 4.7 s. Single placement at
-0.75x, P=8 M=24: static bound 1425.50 ms, 1455.18 after a 60 s solve; with this phase
-first, a 60 s solve proves its 1527.93 optimal. (Those were measured before the cool-down
-bound counted middle windows, which now give 935.50 and 1472.19 ms by themselves.) At
-V-shape P=8 M=24 no device's first question is answered within 30 s: the phase gives up
-when a few short rounds answer nothing, and above `UP_TO_OPS` ops asks only a device whose
-memory-time bound is the static bound, and only given `LARGE_BUDGET` (`eligible`).
+Where memory is tight such proofs come fast when the whole model's do not. On large models
+no device's first question may be answered in time: the phase gives up when a few short
+rounds answer nothing, and above `UP_TO_OPS` ops asks only a device whose memory-time bound
+is the static bound, and only given `LARGE_BUDGET` (`eligible`; docs/solving.md, section 5).
 """
 
 from __future__ import annotations
@@ -26,9 +21,11 @@ from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op
-from zbsolve.solvers.base import SolveInput
+from zbsolve.problem.op_graph import Op
 from zbsolve.solvers.bounds import UNREACHED, Paths, area_bound
+from zbsolve.solvers.settings import RunSettings
+from zbsolve.solvers.state import SearchState
+from zbsolve.solvers.view import ProblemView
 
 from .counted import add_counted_memory, counted_terms
 from .memory import add_memory
@@ -40,20 +37,13 @@ ROUNDS = 3  # with no device answered by then, the phase gives up
 # Each question asks a quarter of the way from what is proven to the best schedule: near the
 # optimum proofs get slow.
 STEP = 4
-# Larger problems skip the rounds: on the benchmark suite's 1,152-op V-shapes (P=8 M=24, 60 s,
-# 2 workers) no device answered a question within them, so the phase only took time from the
-# search (its schedules, 1458.72 and 2423.91 ms, were within the spread of runs without it:
-# 1453.40 and 1453.84; 2426.93 and 2413.96).
+# Larger problems skip the rounds: there no device answered a question within them, so the
+# phase only took time from the search.
 UP_TO_OPS = 1_000
 # Above that, up to LARGE_UP_TO_OPS and given LARGE_BUDGET of the limit's measure, the phase
 # asks one device: the one whose memory-time bound (`bounds.area`) is the static bound, where
-# memory binds and the device's relaxation sees how its order lengthens the stays. 1.5B
-# interleaved:2 at 0.5x, P=8 M=24 (1,152 ops, static bound 1465.95 ms from device 0's area
-# bound; Xeon, 2 workers): device 0's relaxation ruled out 1466, 1500, 1520 and 1550 ms in
-# 5.8, 8.3-8.9, 12.8 and 19.5 s, where device 1's 1500 stayed open after 20 s; the phase
-# alone, given 30 s, proved 2399.63 ms on 6.2B (static 2312.89). At 1,728 ops (1.5B
-# interleaved:3) it proved one unit above the static bound in 90 s, at 4,608 (14.6B
-# interleaved:2) nothing in 30 s. No instance of the benchmark suites has such a device.
+# memory binds and the device's relaxation sees how its order lengthens the stays. Larger
+# models proved too little within such budgets.
 LARGE_UP_TO_OPS = 1_500
 LARGE_BUDGET = 30.0
 
@@ -61,34 +51,28 @@ LARGE_BUDGET = 30.0
 Ask = Callable[[cp_model.CpModel, float], tuple[int, float]]
 
 
-def eligible(data: SolveInput) -> bool:
+def eligible(data: ProblemView, settings: RunSettings, state: SearchState) -> bool:
     """The makespan under a memory limit, without F&B pairs, within `UP_TO_OPS` ops; up to
     `LARGE_UP_TO_OPS`, where a device's memory-time bound is the static bound and the phase's
     share of the limit is at least `LARGE_BUDGET`.
 
-    With pairs a device's relaxation alone proves little; a device with its neighbour does
-    (`benchmarks/one_device.py`), but too slowly for the phase's rounds. On 1.5B costs on
-    DualPipe's placement (2 workers, 2026-11-27): at P=4 M=12 (144 ops) devices 0-1 rule out
-    498.32 ms, the static bound, in 16.3 s, and the rounds of a 60 s solve give each question
-    at most 0.9 s, so they gave up (bound 498.318 with the phase or without). With the phase
-    over each device and the next (and the short search of the whole model before it), 60 s
-    solves proved P=4 M=8 and P=8 M=8 optimal in 8.1 and 1.9 s against 3.0 and 1.0 s without,
-    14.6B P=4 M=8 in 20.9 against 43.1 s."""
+    With pairs a device's relaxation alone proves little, and a device with its neighbour
+    proves too slowly for the phase's rounds."""
     if data.objective != "makespan" or data.pair_duration is not None or data.memory_limit is None:
         return False
     if len(data.ops) <= UP_TO_OPS:
         return True
-    return (len(data.ops) <= LARGE_UP_TO_OPS and SHARE * data.time_limit >= LARGE_BUDGET
-            and memory_bound_device(data) is not None)
+    return (len(data.ops) <= LARGE_UP_TO_OPS and SHARE * settings.time_limit >= LARGE_BUDGET
+            and memory_bound_device(data, state) is not None)
 
 
-def memory_bound_device(data: SolveInput) -> int | None:
+def memory_bound_device(data: ProblemView, state: SearchState) -> int | None:
     """The first device whose memory-time (area) bound is the static bound, if one is."""
-    static = data.lower_bound()
+    static = state.lower_bound()
     return next((d for d, ops in enumerate(data.device_ops) if ops and area_bound(data, ops) >= static), None)
 
 
-def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool = True,
+def relaxation(data: ProblemView, state: SearchState, paths: Paths, devices: list[int], counted: bool = True,
                terms: dict | None = None, crossed: list[Op] | None = None) -> tuple[cp_model.CpModel, cp_model.IntVar]:
     """The relaxation keeping `devices`: the model and its makespan variable. `terms` (the
     counted form's, see `counted.counted_terms`) are computed when not given. `crossed`: ops
@@ -105,12 +89,13 @@ def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool
     ops = [op for device in devices for op in data.device_ops[device]]
     ops += [op for op in crossed or [] if data.graph.device(op) not in devices]
     model = cp_model.CpModel()
-    start = {op: model.NewIntVar(data.head[op], data.horizon - data.tail[op], str(op)) for op in ops}
+    start = {op: model.NewIntVar(data.head[op], state.horizon - data.tail[op], str(op)) for op in ops}
     occupied = None
     if data.pair_duration is None:
         end = {op: start[op] + data.duration[op] for op in ops}
     else:
-        end, occupied = occupancy(model, data, start, Pairs(model, data, start, [], devices), [], devices)
+        end, occupied = occupancy(model, data, start, Pairs(model, data, start, [], state, devices), [], state.horizon,
+                                   devices)
     for a in ops:
         reach = paths.longest_from([a])
         for b in ops:
@@ -122,19 +107,19 @@ def relaxation(data: SolveInput, paths: Paths, devices: list[int], counted: bool
                            [model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
                             for op in data.device_ops[device] if op in start])
     if data.memory_limit is not None:
-        add_memory(model, data, start, end, [], devices)
+        add_memory(model, data, start, end, [], state.horizon, devices)
         if counted:  # the terms the edges decide stay decided: those edges are among the delays
             terms = counted_terms(data) if terms is None else terms
             kept = {f: found for f, found in terms.items() if data.graph.device(f) in devices}
             add_counted_memory(model, data, start, end, [], kept)
-    makespan = model.NewIntVar(0, data.horizon, "makespan")
+    makespan = model.NewIntVar(0, state.horizon, "makespan")
     for op in ops:
         model.Add(makespan >= end[op] + (data.tail[op] - data.shortest(op)))
     model.Minimize(makespan)
     return model, makespan
 
 
-def trip_ops(data: SolveInput, devices: list[int]) -> list[Op]:
+def trip_ops(data: ProblemView, devices: list[int]) -> list[Op]:
     """The F and backward ops (no W) on other devices of the stages a microbatch crosses after
     its first stage on one of `devices`, in each pipe: the trip its activation there waits for,
     where its ops contend with other microbatches' (on a V at P=8 and 0.5x, the middle device's
@@ -147,7 +132,7 @@ def trip_ops(data: SolveInput, devices: list[int]) -> list[Op]:
             and data.graph.device(op) not in devices]
 
 
-def raise_bound(data: SolveInput, budget: float, ask: Ask,
+def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
                 progress: Callable[[int], None] | None = None) -> tuple[int | None, int | None, float]:
     """Within `budget`, prove the optimum above the static bound with single devices'
     relaxations: (the bound proven, in solver units, or None; the device that proved it;
@@ -158,14 +143,14 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
     one that has none becomes a candidate. With none answered after `ROUNDS`
     rounds the phase gives up. Candidates are then asked for schedules a quarter of the way
     from what is proven to the shortest schedule each may still have (at first the best
-    known, `data.incumbent`), the roomiest candidate first; a question left open drops it."""
-    lower, best = data.lower_bound(), data.incumbent
+    known, `state.incumbent`), the roomiest candidate first; a question left open drops it."""
+    lower, best = state.lower_bound(), state.incumbent
     if best is None or best <= lower:
         return None, None, 0.0
     unasked = [d for d, ops in enumerate(data.device_ops) if ops]
     limit = FIRST_SHARE * budget / max(1, len(unasked))
     if len(data.ops) > UP_TO_OPS:  # one device, whose first question may take the whole budget
-        device = memory_bound_device(data)
+        device = memory_bound_device(data, state)
         if device is None:
             return None, None, 0.0
         unasked, limit = [device], budget
@@ -180,7 +165,7 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
         if progress:
             progress(value)
 
-    while spent < budget and not data.stop.is_set():
+    while spent < budget and not state.stop.is_set():
         floor = lower if proven is None else proven
         roomy = [d for d in ceiling if ceiling[d] > floor]
         if roomy:
@@ -199,7 +184,7 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
             break
         for device in list(unasked):  # one round of first questions
             if device not in models:
-                models[device] = relaxation(data, paths, [device], terms=terms)
+                models[device] = relaxation(data, state, paths, [device], terms=terms)
             code, used = _within(*models[device], lower, min(limit, budget - spent), ask)
             spent += used
             if code != cp_model.UNKNOWN:
@@ -209,7 +194,7 @@ def raise_bound(data: SolveInput, budget: float, ask: Ask,
                     ceiling[device] = best
                     if proven is None:
                         prove(lower + 1, device)
-            if spent >= budget or data.stop.is_set():
+            if spent >= budget or state.stop.is_set():
                 break
         limit, rounds = 2 * limit, rounds + 1
     return proven, by, spent

@@ -7,13 +7,12 @@ the instance. The window's ops minimise the latest end plus the longest path fro
 to the end of the schedule through the ops that stay (for the span: per device, from the
 device's first start to the longest path reaching its last op); then every op is re-timed
 as early as its dependencies and its device's order allow (which keeps memory peaks,
-DESIGN §4.3; for the span each device's first op keeps its start, since starting it
+docs/design.md, "Time"; for the span each device's first op keeps its start, since starting it
 earlier only lengthens that device's span), and the result is kept when its objective is
 no worse. F&B pairs have their own search (`pair_window`).
 
-Packing a window early without those paths found one gain in 96 steps over four
-instances; with them, 1.5B V-shape 0.5x fell 1.5-2% in 30 s from where the whole model
-had stopped.
+Packing a window early without those paths almost never gained; with them the schedule
+keeps falling from where the whole model stopped.
 """
 
 from __future__ import annotations
@@ -23,14 +22,17 @@ import time
 
 from ortools.sat.python import cp_model
 
-from zbsolve.ops import Op
-from zbsolve.solvers.base import SolveInput
+from zbsolve.problem.op_graph import Op
+from zbsolve.solvers.settings import RunSettings
+from zbsolve.solvers.state import SearchState
+from zbsolve.solvers.view import ProblemView
 
 WINDOW_OPS = 200  # ops freed per step at first (see `run_steps`)
 UNREACHABLE = -(1 << 62)  # no path from an op to a device's last op (real paths are >= 0)
 
 
-def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -> tuple[dict[Op, int], int, int]:
+def search(data: ProblemView, settings: RunSettings, state: SearchState, starts: dict[Op, int], seconds: float,
+           on_better) -> tuple[dict[Op, int], int, int]:
     """Improve `starts` (a valid schedule in solver units) for `seconds` of wall time;
     returns (starts, steps, improvements). `on_better(starts, makespan)` hears of each gain."""
     assert data.pair_duration is None
@@ -42,7 +44,7 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
         nonlocal best, value, better
         order = sorted(data.ops, key=lambda op: best[op])
         first = rng.randrange(max(1, len(order) - size + 1))
-        found, proved = _reorder(data, best, order[first:first + size], seconds, rng.randrange(1 << 30))
+        found, proved = _reorder(data, settings, best, order[first:first + size], seconds, rng.randrange(1 << 30))
         candidate = None if found is None else compressed(data, found, releases(data, found))
         new = None if candidate is None else data.objective_of(candidate)
         shorter = new is not None and new < value
@@ -52,39 +54,38 @@ def search(data: SolveInput, starts: dict[Op, int], seconds: float, on_better) -
                 on_better(candidate, new)
             best, value = candidate, new
         # A window that ran out of time but still shortened the schedule is not too wide:
-        # on 1.5B V-shape 0.5x most gains came from such steps, and shrinking after them
-        # left 1451.00-1456.38 ms (60 s, 2 workers, seeds 0-3) against 1448.70-1453.07.
+        # most gains come from such steps, and shrinking after them did worse.
         return proved or shorter
 
-    steps = run_steps(data, seconds, WINDOW_OPS, step)
+    steps = run_steps(settings, state, seconds, WINDOW_OPS, len(data.ops), step)
     return best, steps, better
 
 
-def run_steps(data: SolveInput, seconds: float, size: int, step) -> int:
+def run_steps(settings: RunSettings, state: SearchState, seconds: float, size: int, most: int, step) -> int:
     """Call `step(size, seconds, rng)` until `seconds` of wall time pass or the solve is
     stopped, each with at most 2 s; the window widens after a step that returns True (it
     was proven or shortened the schedule) and narrows after the others. Returns the count."""
-    rng = random.Random(data.seed)
+    rng = random.Random(settings.seed)
     steps = 0
     began = time.monotonic()
-    while not data.stop.is_set():
+    while not state.stop.is_set():
         left = seconds - (time.monotonic() - began)
         if left < 0.5:
             break
         grows = step(size, min(left, 2.0), rng)
         steps += 1
-        size = min(len(data.ops), int(size * 1.2)) if grows else max(20, int(size * 0.8))
+        size = min(most, int(size * 1.2)) if grows else max(20, int(size * 0.8))
     return steps
 
 
-def releases(data: SolveInput, starts: dict[Op, int]) -> dict[Op, int]:
+def releases(data: ProblemView, starts: dict[Op, int]) -> dict[Op, int]:
     """For the span, each device's first op, which re-timing must not start earlier."""
     if data.objective == "makespan":
         return {}
     return {min(ops, key=starts.get): min(starts[op] for op in ops) for ops in data.device_ops if ops}
 
 
-def compressed(data: SolveInput, starts: dict[Op, int], release: dict[Op, int] | None = None) -> dict[Op, int]:
+def compressed(data: ProblemView, starts: dict[Op, int], release: dict[Op, int] | None = None) -> dict[Op, int]:
     """Every op as early as its dependencies, its device's order and its release (if any) allow."""
     release = release or {}
     free_at = [0] * len(data.device_ops)
@@ -98,7 +99,8 @@ def compressed(data: SolveInput, starts: dict[Op, int], release: dict[Op, int] |
     return new
 
 
-def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], seconds: float, seed: int):
+def _reorder(data: ProblemView, settings: RunSettings, starts: dict[Op, int], free: list[Op], seconds: float,
+             seed: int):
     """The window's ops re-ordered, the rest fixed; None when nothing was found in time."""
     chosen = set(free)
     low = min(starts[op] for op in free)
@@ -135,7 +137,7 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], seconds: f
         _longest_span(model, data, starts, chosen, start, after, high)
     for op in free:
         model.AddHint(start[op], starts[op])
-    solver = step_solver(data, seconds, seed)
+    solver = step_solver(settings, seconds, seed)
     code = solver.Solve(model)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False
@@ -144,7 +146,7 @@ def _reorder(data: SolveInput, starts: dict[Op, int], free: list[Op], seconds: f
     return found, code == cp_model.OPTIMAL
 
 
-def _latest_end(model, data: SolveInput, free: list[Op], start, after: dict[Op, int], low: int, high: int) -> None:
+def _latest_end(model, data: ProblemView, free: list[Op], start, after: dict[Op, int], low: int, high: int) -> None:
     latest = high + max(after.values())
     worst = model.NewIntVar(0, latest, "")
     for op in free:
@@ -163,17 +165,17 @@ def prefer_early(model, worst, starts: list, low: int, spread: int, latest: int)
         model.Minimize(worst)
 
 
-def step_solver(data: SolveInput, seconds: float, seed: int) -> cp_model.CpSolver:
+def step_solver(settings: RunSettings, seconds: float, seed: int) -> cp_model.CpSolver:
     """A solver for one step: `seconds` of wall time, the solve's workers, its own seed."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = seconds
-    solver.parameters.num_workers = int(data.workers)
+    solver.parameters.num_workers = int(settings.workers)
     solver.parameters.random_seed = seed
     solver.parameters.catch_sigint_signal = False
     return solver
 
 
-def _longest_span(model, data: SolveInput, starts, chosen: set[Op], start, after: dict[Op, list[int]],
+def _longest_span(model, data: ProblemView, starts, chosen: set[Op], start, after: dict[Op, list[int]],
                   high: int) -> None:
     """Per device: its first start (a freed op's, or the first op that stays) to the longest
     path from a freed op to its last op. The longest of those first, then their sum, so that
@@ -200,7 +202,7 @@ def _longest_span(model, data: SolveInput, starts, chosen: set[Op], start, after
     model.Minimize(worst * weight + sum(spans) if weight * latest < 2**62 else worst)
 
 
-def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: int, high: int) -> None:
+def _memory(model, data: ProblemView, starts, chosen: set[Op], begin, end, low: int, high: int) -> None:
     """Each device's memory within [low, high]: fixed holdings as constant intervals (cut to
     the window), holdings with a freed end as variable ones. Outside the window nothing moves."""
     for d, ops in enumerate(data.device_ops):
@@ -234,7 +236,7 @@ def _memory(model, data: SolveInput, starts, chosen: set[Op], begin, end, low: i
             model.AddCumulative(intervals, demands, data.memory_limit[d])
 
 
-def _tails(data: SolveInput, starts, chosen: set, high: int) -> dict[Op, list[int]]:
+def _tails(data: ProblemView, starts, chosen: set, high: int) -> dict[Op, list[int]]:
     """For each freed op, the longest path from its end to the schedule's end (makespan: one
     entry) or to the end of each device's last op (span: one entry per device) through the
     ops that stay (their dependencies and their order on each device); UNREACHABLE where
@@ -272,7 +274,7 @@ def _tails(data: SolveInput, starts, chosen: set, high: int) -> dict[Op, list[in
     return q
 
 
-def _own(data: SolveInput, op: Op, columns: int) -> list[int]:
+def _own(data: ProblemView, op: Op, columns: int) -> list[int]:
     """An op ends the schedule, or its own device's work, at the latest (path 0 from its end)."""
     if columns == 1:
         return [0]

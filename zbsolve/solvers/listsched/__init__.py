@@ -13,7 +13,11 @@ from __future__ import annotations
 import time
 from itertools import zip_longest
 
-from zbsolve.solvers.base import BackendResult, SolveInput
+from zbsolve.solvers.registry import Backend, register
+from zbsolve.solvers.result import BackendResult
+from zbsolve.solvers.settings import RunSettings
+from zbsolve.solvers.state import SearchState
+from zbsolve.solvers.view import ProblemView
 
 from .rules import RULES, Rule
 from .run import Layout, ListRun, layout
@@ -22,31 +26,26 @@ from .run import Layout, ListRun, layout
 # of the pipe (1F1B holds that many; ZB-H2 about twice); None: memory is the only cap.
 CAPS = (1.0, 1.5, 2.0, None)
 # Tried after those: below 1F1B's count, which shortens each microbatch's stay where memory
-# is so tight that lifetimes, not idle time, set the pace (1.5B V-shape at 0.5x: 1773.15 ms
-# at cap 1.0, 1702.10 at 0.75).
+# is so tight that lifetimes, not idle time, set the pace.
 TIGHT_CAPS = (0.5, 0.75)
 # Under a memory limit, then: microbatch n enters the pipe no earlier than n x f x the
 # busiest device's work per microbatch, for these f. Pacing beat every unpaced pass where
-# memory is tightest for the placement (1.5B: V-shape 0.5x 1702.10 -> 1531.28 ms,
-# interleaved:2 0.5x 1959.79 -> 1759.21, DualPipe's placement 0.75x 1420.17 -> 1357.46),
-# and lost where it is looser (single 0.5x-1.25x, V-shape 0.75x and 1x). The best paced
-# passes used these rules.
+# memory is tightest for the placement and lost where it is looser; the best paced passes
+# used these rules.
 PACES = (1.1, 1.0, 1.2, 1.05, 1.15, 1.3, 1.025, 1.075, 1.125, 1.175, 1.25)  # coarse to fine
 PACED_RULES = ("critical path", "forward first", "backward first")
-# Paced passes also let the first two microbatches in at once (head 1): better on 6 of 8
-# tight instances (1.5B V-shape 0.5x 1531.28 -> 1479.89 ms, 6.2B 2560.53 -> 2462.37,
-# DualPipe's placement 0.75x 1357.46 -> 1323.99), worse on 2 (14.6B V-shape 0.5x, 1.5B
-# interleaved:2 0.75x), so both are tried.
+# Paced passes also let the first two microbatches in at once (head 1): better on most
+# tight instances, worse on some, so both are tried.
 HEADS = (0, 1)
 # Paced passes are also run under tighter limits: the problem's in whole microbatches, then
 # this many fewer (see tighter_limits).
 TIGHTER_STEPS = (0, 1)
 # With one worker the search must not depend on the machine's speed: passes are then
-# limited by ops placed (about 45,000 a second on one AMD EPYC core, 1.5B V-shape passes).
+# limited by ops placed, counted at about what one core places in a second.
 OPS_PER_SECOND = 40_000
 
 
-def solve_list(data: SolveInput) -> BackendResult:
+def solve_list(data: ProblemView, settings: RunSettings, state: SearchState) -> BackendResult:
     t0 = time.monotonic()
     best: ListRun | None = None
     shared = layout(data)
@@ -66,29 +65,29 @@ def solve_list(data: SolveInput) -> BackendResult:
     fallback = [dict(rule=r, cap=None, across=True) for r in RULES] if limited else []
     if crowded(data, shared):
         passes, fallback = fallback + passes, []
-    for i, settings in enumerate(passes + fallback):
-        if data.stop.is_set():
+    for i, options in enumerate(passes + fallback):
+        if state.stop.is_set():
             break
-        if best is not None and (_budget_spent(data, tried, t0) or i >= len(passes)):
+        if best is not None and (_budget_spent(data, settings, tried, t0) or i >= len(passes)):
             break
-        run = ListRun(data, shared, **settings)
+        run = ListRun(data, shared, state.stop, **options)
         tried += 1
         if run.complete and (best is None or run.objective() < best.objective()):
             best = run
-            if data.progress:
-                data.progress(data.value(run.objective()), None, time.monotonic() - t0)
+            if settings.progress:
+                settings.progress(data.value(run.objective()), None, time.monotonic() - t0)
     wall = time.monotonic() - t0
     if best is None:
         return BackendResult("unknown", None, None, None, wall, message="every list-scheduling rule deadlocked",
-                             interrupted=data.stop.is_set())
+                             interrupted=state.stop.is_set())
     return BackendResult(
         "feasible", best.starts, best.objective(), None, wall, pairs=best.pairs,
         message=f"list scheduler, best of {tried} pass(es): {best.rule.name}, cap {best.cap}" + _holding(best, data),
-        interrupted=data.stop.is_set(),
+        interrupted=state.stop.is_set(),
     )
 
 
-def tighter_limits(data: SolveInput, shared: Layout) -> list[list[int]]:
+def tighter_limits(data: ProblemView, shared: Layout) -> list[list[int]]:
     """Per-device limits below the problem's: its limit rounded down to whole microbatches
     on each device, then one microbatch fewer (never below what a microbatch of every pipe
     there needs). A schedule that holds less is still valid, and more room is not always
@@ -104,7 +103,7 @@ def tighter_limits(data: SolveInput, shared: Layout) -> list[list[int]]:
     return levels
 
 
-def crowded(data: SolveInput, shared: Layout) -> bool:
+def crowded(data: ProblemView, shared: Layout) -> bool:
     """Whether some device of several pipes cannot hold one microbatch of each at once
     (the room the whole-activation passes keep for other pipes does not fit there)."""
     if data.memory_limit is None:
@@ -113,14 +112,14 @@ def crowded(data: SolveInput, shared: Layout) -> bool:
                for here, limit in zip(shared.device_reserves, data.memory_limit))
 
 
-def _budget_spent(data: SolveInput, tried: int, t0: float) -> bool:
+def _budget_spent(data: ProblemView, settings: RunSettings, tried: int, t0: float) -> bool:
     """Ops placed so far against the limit when deterministic, else the clock."""
-    if data.deterministic:
-        return tried * len(data.ops) > data.time_limit * OPS_PER_SECOND
-    return time.monotonic() - t0 > data.time_limit
+    if settings.deterministic:
+        return tried * len(data.ops) > settings.time_limit * OPS_PER_SECOND
+    return time.monotonic() - t0 > settings.time_limit
 
 
-def _holding(run: ListRun, data: SolveInput) -> str:
+def _holding(run: ListRun, data: ProblemView) -> str:
     text = "" if run.whole else ", per-stage memory" + ("" if run.room else " without room kept")
     if run.limit != data.memory_limit:
         text += ", held below the memory limit"
@@ -129,6 +128,12 @@ def _holding(run: ListRun, data: SolveInput) -> str:
     text += f", a microbatch every {data.value(run.pace):g}"
     return text + (f" after the first {run.head + 1}" if run.head else "")
 
+
+register(Backend(
+    name="list", run=solve_list,
+    summary="the memory-aware list scheduler alone (fast; status feasible unless a bound meets it)",
+    work_limited=True,
+))
 
 __all__ = ["solve_list", "tighter_limits", "crowded", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES",
            "HEADS", "TIGHTER_STEPS"]

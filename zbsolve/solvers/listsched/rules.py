@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zbsolve.ops import Op
+from zbsolve.problem.op_graph import Op
 
 KIND_ORDER = {
     "backward first": {"B": 0, "BW": 0, "F": 1, "W": 2},  # ZB-H1/H2-like: W fills gaps

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
-from zbsolve.ops import Op
-from zbsolve.solvers.base import SolveInput
+from zbsolve.problem.op_graph import Op
+from zbsolve.solvers.view import ProblemView
 
 from .rules import Rule
 
@@ -29,7 +30,7 @@ class Layout:
     pace_unit: int  # the busiest device's work per microbatch place (no idle at all)
 
 
-def layout(data: SolveInput) -> Layout:
+def layout(data: ProblemView) -> Layout:
     chains: list[list[list[Op]]] = [[] for _ in data.device_ops]
     ordered: list[list[bool]] = [[] for _ in data.device_ops]
     for chain in data.chains:
@@ -74,10 +75,12 @@ class ListRun:
     but it cannot deadlock where a device cannot hold one microbatch of each of its pipes
     (two pipes may otherwise each fill a device the other needs next)."""
 
-    def __init__(self, data: SolveInput, shared: Layout, rule: Rule, cap: float | None, whole: bool = True,
+    def __init__(self, data: ProblemView, shared: Layout, stop: threading.Event, rule: Rule, cap: float | None,
+                 whole: bool = True,
                  room: bool = True, pace: int | None = None, head: int = 0,
                  limit: list[int] | None = None, across: bool = False) -> None:
         self.data, self.rule, self.cap, self.whole = data, rule, cap, whole or across
+        self.stop = stop  # set: the solve was interrupted
         self.room, self.pace, self.head, self.across = room, pace, head, across
         self.limit = data.memory_limit if limit is None else limit
         # earliest start of each pipe's first F's: computed once, `_ready` runs per candidate
@@ -103,7 +106,7 @@ class ListRun:
         options = [self._option(d) for d in range(devices)]
         remaining = len(self.data.ops)
         while remaining:
-            if self.data.stop.is_set():
+            if self.stop.is_set():
                 return False
             best = None
             for d, option in enumerate(options):
@@ -166,8 +169,7 @@ class ListRun:
         """The earliest partner, ready after t, whose pair started when it is ready would
         end before the two ran one after the other from t (with the W a pair absorbs): the
         device then idles until the pair starts. Pairs of ops ready at one moment alone
-        were rare and left 14.6B with pairs at 1465.36 ms, behind DualPipe's 1446.94;
-        waiting gives 1438.10 (1.5B: 1104.92 -> 1069.36, DualPipe 1092.69)."""
+        were rare, and left the list scheduler behind DualPipe's own schedule."""
         if chosen.kind == "W":
             return None
         serial = t + self.data.duration[chosen] + self._absorbed_length(chosen)

@@ -1,0 +1,99 @@
+"""Closed forms of docs/design.md, "Hand-made schedules" and hand-checked small schedules."""
+
+from fractions import Fraction
+
+import pytest
+from helpers import uniform
+
+from zbsolve.baselines import applicable, run_baseline
+from zbsolve.errors import UsageError
+from zbsolve.schedule.validator import validate
+
+GRID = [(P, M) for P in (2, 3, 4, 8, 16) for M in sorted({1, P - 1, P, 2 * P, 4 * P}) if M >= 1]
+
+
+def starts(schedule):
+    return [[(str(t.op), t.start, t.end) for t in ops] for ops in schedule.devices]
+
+
+@pytest.mark.parametrize("P, M", GRID)
+def test_1f1b_and_gpipe_bubble_and_peaks(P, M):
+    problem = uniform(P, M, activation=1.0, residual=0.5)
+    for name in ("1f1b", "gpipe"):
+        s = run_baseline(name, problem)
+        validate(s)
+        assert s.metrics.bubble_rate == pytest.approx(float(Fraction(P - 1, M + P - 1)), abs=1e-12)
+        assert s.metrics.makespan == (M + P - 1) * 3
+    one_f = run_baseline("1f1b", problem)
+    assert list(one_f.metrics.peak_memory) == [float(min(P - r, M)) for r in range(P)]
+    assert list(run_baseline("gpipe", problem).metrics.peak_memory) == [float(M)] * P
+
+
+@pytest.mark.parametrize("P, M", [(P, M) for P, M in GRID if M >= P])
+def test_zb_h1_idle_per_rank(P, M):
+    s = run_baseline("zb-h1", uniform(P, M))
+    validate(s)
+    idle = [s.metrics.makespan - busy for busy in s.metrics.busy]
+    assert idle == [(P - 1) * (1 + 1 - 1)] * P
+    assert s.metrics.peak_memory[0] == P  # same as 1F1B on rank 0
+
+
+@pytest.mark.parametrize("P, M", [(P, M) for P, M in GRID if M >= 2 * P - 1])
+def test_zb_h2_zero_span_bubble_and_peak(P, M):
+    s = run_baseline("zb-h2", uniform(P, M))
+    validate(s)
+    assert s.metrics.span_bubble_rate == 0.0
+    assert s.metrics.span == 3 * M
+    assert s.metrics.peak_memory[0] == 2 * P - 1
+
+
+def test_issue_examples_p4_m8():
+    p = uniform(4, 8)
+    assert run_baseline("1f1b", p).metrics.bubble_rate == pytest.approx(3 / 11, abs=1e-15)
+    assert run_baseline("zb-h1", p).metrics.makespan == 27
+    h2 = run_baseline("zb-h2", p)
+    assert (h2.metrics.span, h2.metrics.span_bubble_rate) == (24, 0)
+
+
+def test_1f1b_p2_m2_by_hand():
+    s = run_baseline("1f1b", uniform(2, 2))
+    assert starts(s) == [
+        [("0.0F0", 0, 1), ("0.0F1", 1, 2), ("0.0BW0", 4, 6), ("0.0BW1", 7, 9)],
+        [("0.1F0", 1, 2), ("0.1BW0", 2, 4), ("0.1F1", 4, 5), ("0.1BW1", 5, 7)],
+    ]
+
+
+def test_zb_h1_p2_m2_by_hand():
+    s = run_baseline("zb-h1", uniform(2, 2))
+    assert starts(s) == [
+        [("0.0F0", 0, 1), ("0.0F1", 1, 2), ("0.0B0", 3, 4), ("0.0W0", 4, 5), ("0.0B1", 5, 6), ("0.0W1", 6, 7)],
+        [("0.1F0", 1, 2), ("0.1B0", 2, 3), ("0.1F1", 3, 4), ("0.1B1", 4, 5), ("0.1W0", 5, 6), ("0.1W1", 6, 7)],
+    ]
+
+
+def test_comm_delays_cross_device_edges_only():
+    s = run_baseline("1f1b", uniform(2, 1, comm=0.5))
+    # F0 on rank 0 [0,1]; rank 1 F0 after comm [1.5,2.5]; BW [2.5,4.5]; rank 0 BW after comm [5,7]
+    assert starts(s) == [[("0.0F0", 0, 1), ("0.0BW0", 5, 7)], [("0.1F0", 1.5, 2.5), ("0.1BW0", 2.5, 4.5)]]
+
+
+def test_decimal_costs_are_exact():
+    s = run_baseline("zb-h1", uniform(2, 3, F=0.1, B=0.2, W=0.3, comm=0.01))
+    for ops in s.devices:
+        for t in ops:
+            assert repr(t.start) == repr(round(t.start, 6))
+
+
+def test_baselines_refuse_what_they_do_not_fit():
+    assert applicable(uniform(4, 8, placement="vshape")) == ["zb-v", "dualpipev"]
+    assert applicable(uniform(4, 8, split_backward=False)) == ["gpipe", "1f1b"]
+    with pytest.raises(UsageError, match="split_backward"):
+        run_baseline("zb-h1", uniform(4, 8, split_backward=False))
+    for name in ("zb-h9", None, ["1f1b"]):  # not a name at all: was an AttributeError or TypeError
+        with pytest.raises(UsageError, match="unknown baseline"):
+            run_baseline(name, uniform(4, 8))
+
+
+def test_over_limit_is_reported_not_dropped():
+    s = run_baseline("zb-h2", uniform(4, 8, memory="1x"))
+    assert s.over_memory_limit() == [0, 1, 2]

@@ -1,1 +1,0 @@
-"""Exporters: read a schedule object, write another tool's format."""

@@ -1,0 +1,1 @@
+"""Pictures of schedules: a Gantt chart per device and memory over time."""

@@ -1,0 +1,137 @@
+"""Gantt chart and memory over time of one schedule, optionally beside a reference (1F1B).
+
+Reads a Schedule only. Idle time is the white between bars; an overlapped F&B pair is
+drawn as its two halves stacked in one row slot, hatched.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+from zbsolve.errors import UsageError
+from zbsolve.formats.atomic_files import check_writable, write_atomic
+from zbsolve.problem.op_graph import OpGraph
+from zbsolve.schedule.schedule import Schedule
+
+COLOURS = {"F": "#4c78a8", "B": "#54a24b", "W": "#f58518", "BW": "#72b7b2"}
+FORMATS = ("png", "svg", "pdf")
+
+
+def memory_steps(schedule: Schedule, device: int) -> tuple[list[float], list[float]]:
+    """Times and memory levels of a device (level after each change), from its op list."""
+    graph = OpGraph(schedule.problem)
+    events = []
+    for timed in schedule.devices[device]:
+        allocated, released = graph.memory_effect(timed.op)
+        if allocated:
+            events.append((timed.start, 1, graph.memory(allocated)))
+        if released:
+            events.append((timed.end, 0, -graph.memory(released)))
+    times, levels, level = [0.0], [0.0], 0.0
+    for time, _, change in sorted(events):  # releases before allocations at the same time
+        level += change
+        if times[-1] == time:  # one level per instant: no zero-width dips between ops
+            levels[-1] = level
+        else:
+            times.append(time)
+            levels.append(level)
+    times.append(schedule.metrics.makespan)
+    levels.append(level)
+    return times, levels
+
+
+def _gantt(ax, schedule: Schedule, makespan: float) -> None:
+    # One collection per row, kind and pair half: a bar per op is far too slow at large sizes.
+    P = schedule.problem.devices
+    bars: dict[tuple[float, float, str, bool], list[tuple[float, float]]] = {}
+    for d, ops in enumerate(schedule.devices):
+        y = P - 1 - d
+        for timed in ops:
+            width = timed.end - timed.start
+            bottom, height = y - 0.4, 0.8
+            if timed.overlap is not None:  # pair halves: F on top, backward below
+                height = 0.4
+                bottom = y if timed.op.kind == "F" else y - 0.4
+            bars.setdefault((bottom, height, timed.op.kind, timed.overlap is not None), []).append((timed.start, width))
+            if width >= makespan / 45:
+                ax.text(timed.start + width / 2, bottom + height / 2, str(timed.op.microbatch),
+                        ha="center", va="center", fontsize=6, color="white")
+    for (bottom, height, kind, paired), spans in bars.items():
+        ax.broken_barh(spans, (bottom, height), facecolors=COLOURS[kind], edgecolor="white", linewidth=0.4,
+                       hatch="///" if paired else None)
+    ax.set_yticks(range(P), [f"device {P - 1 - y}" for y in range(P)], fontsize=7)
+    ax.set_ylim(-0.6, P - 0.4)
+    m = schedule.metrics
+    ax.set_title(f"{schedule.name}: makespan {m.makespan:.6g} {schedule.problem.time_unit}, "
+                 f"bubble {100 * m.bubble_rate:.2f}%, peak {m.peak_memory_x:.3g}x U", fontsize=8)
+
+
+LINE_STYLES = ("-", "--", ":", "-.")
+LEGEND_COLUMNS = 5
+
+
+def _memory(ax, schedule: Schedule) -> None:
+    top = 0.0
+    for d in range(schedule.problem.devices):
+        times, levels = memory_steps(schedule, d)
+        top = max(top, *levels)
+        # Mirror-image devices (DualPipe, V-shape) often share a curve: dashes keep both visible.
+        ax.step(times, levels, where="post", linewidth=0.8, linestyle=LINE_STYLES[d % len(LINE_STYLES)],
+                label=f"device {d}")
+    limit = schedule.problem.memory_limit
+    if limit is not None:
+        top = max(top, max(limit))
+        ax.axhline(max(limit), color="red", linestyle="--", linewidth=0.8, label="limit")
+    ax.set_ylabel("memory", fontsize=7)
+    ax.set_xlabel(f"time ({schedule.problem.time_unit})", fontsize=7)
+    ax.tick_params(labelsize=7)
+    if schedule.problem.devices <= 8:
+        # Room above the highest level for the legend's rows, which hid the curves' plateau.
+        legend = ax.legend(fontsize=6, ncol=LEGEND_COLUMNS, loc="upper right")
+        rows = -(-len(legend.get_texts()) // LEGEND_COLUMNS)
+        ax.set_ylim(0, (top or 1) * (1.1 + 0.17 * rows))
+
+
+def check_plot_path(path: str | os.PathLike) -> None:
+    suffix = Path(path).suffix.lstrip(".").lower()
+    if suffix not in FORMATS:
+        raise UsageError(f"plot output must end in .{', .'.join(FORMATS)}; got {str(path)!r}")
+    check_writable(path)
+
+
+def plot(schedule: Schedule, path: str | os.PathLike, reference: Schedule | None = None) -> None:
+    """Write a Gantt chart plus memory curves (PNG, SVG or PDF, from the file name).
+
+    With `reference`, the two schedules stand side by side on one time axis.
+    """
+    check_plot_path(path)
+    suffix = Path(path).suffix.lstrip(".").lower()
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    shown = [schedule] + ([reference] if reference is not None else [])
+    makespan = max(s.metrics.makespan for s in shown)
+    P = schedule.problem.devices
+    fig, axes = plt.subplots(
+        2, len(shown), sharex=True, squeeze=False, figsize=(7 * len(shown), 1.2 + 0.35 * P + 2),
+        gridspec_kw={"height_ratios": [max(2, 0.35 * P), 2]},
+    )
+    for column, s in enumerate(shown):
+        _gantt(axes[0][column], s, makespan)
+        _memory(axes[1][column], s)
+    axes[0][0].set_xlim(0, makespan * 1.01)
+    kinds = sorted({t.op.kind for s in shown for ops in s.devices for t in ops}, key=list(COLOURS).index)
+    handles = [Patch(color=COLOURS[k], label=k) for k in kinds]
+    if any(t.overlap is not None for s in shown for ops in s.devices for t in ops):
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="F&B pair"))
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=suffix, dpi=150)
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())

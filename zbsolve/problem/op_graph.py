@@ -1,0 +1,237 @@
+"""Ops and the op graph derived once from a problem (docs/design.md, "Semantics").
+
+Times and memory amounts are turned into integers on a grid: the coarsest power of ten
+(at most 10^6 per unit) on which every given value is whole, so integer arithmetic on it
+is exact for inputs with up to six decimals; failing that, the coarsest n x 10^k
+(n <= 12, k <= 6), so that a cost split over n chunks (a third of 0.1 ms on interleaved:3)
+stays exact too. Values that fit neither are put on 10^-6 of their unit: times rounded to
+nearest, memory amounts rounded down, so that a schedule that fits the limit exactly
+also fits it on the grid (a limit is never claimed broken, nor a problem infeasible,
+because of rounding).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from zbsolve.errors import ProblemError
+from zbsolve.problem.problem import Problem
+from zbsolve.problem.size import check_size
+
+KINDS = ("F", "B", "W", "BW")
+MAX_GRID_DIGITS = 6
+MAX_SHARES = 12  # chunks of one cost that stay exact on the grid
+EXACT = 2**53  # ticks beyond this are not exact as floats (and sums of huge costs overflow)
+_SCALES = [10**k for k in range(MAX_GRID_DIGITS + 1)] + sorted(  # the order grid_scale tries them in
+    {n * 10**k for n in range(2, MAX_SHARES + 1) for k in range(MAX_GRID_DIGITS + 1)}
+)
+
+
+@dataclass(frozen=True, order=True)
+class Op:
+    """One unit of work: `kind` of microbatch `microbatch` through `stage` of `pipe`.
+
+    Its text form `pipe.stage KIND microbatch` (e.g. `0.3BW5`) round-trips via `parse`.
+    """
+
+    kind: str
+    pipe: int
+    stage: int
+    microbatch: int
+
+    def __str__(self) -> str:
+        return f"{self.pipe}.{self.stage}{self.kind}{self.microbatch}"
+
+    def describe(self) -> str:
+        return f"{self.kind} pipe {self.pipe} stage {self.stage} microbatch {self.microbatch}"
+
+    def with_kind(self, kind: str) -> Op:
+        """The op of `kind` for the same microbatch through the same stage (a B's W)."""
+        return Op(kind, self.pipe, self.stage, self.microbatch)
+
+    @staticmethod
+    def parse(text: str) -> Op:
+        match = re.fullmatch(r"(\d+)\.(\d+)(BW|F|B|W)(\d+)", text.strip())
+        if not match:
+            raise ValueError(f"not an op: {text!r} (expected e.g. 0.3BW5)")
+        pipe, stage, kind, mb = match.groups()
+        return Op(kind, int(pipe), int(stage), int(mb))
+
+
+def grid_scale(values: Iterable[float]) -> int:
+    """Smallest 10^k (k <= 6) on which every value is a whole number; failing that, the
+    smallest n x 10^k (n <= MAX_SHARES); failing both, 10^6 (values are rounded)."""
+    values = [float(v) for v in values]
+    for scale in _SCALES:
+        if all(_whole(v * scale) for v in values):
+            return scale
+    return 10**MAX_GRID_DIGITS
+
+
+def _too_large(what: str, unit: str = "") -> str:
+    return (f"{what} of {EXACT:,}{' ' + unit if unit else ''} or more are beyond what the grid holds "
+            "exactly; give them in a larger unit")
+
+
+def _whole(x: float) -> bool:
+    """Whole up to float noise; a value that is not zero never counts as a whole zero."""
+    return abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) and (x == 0 or round(x) != 0)
+
+
+# An event another op can wait for: ("F" | "I", pipe, stage, microbatch); "I" is the
+# stage's input gradient, produced by its B or BW.
+Event = tuple[str, int, int, int]
+
+
+class OpGraph:
+    """Durations, dependencies and memory effects of every op of a problem, in ticks."""
+
+    def __init__(self, problem: Problem) -> None:
+        check_size(problem)
+        self.problem = problem
+        costs = problem.stage_costs
+        time_values = [v for c in costs for v in (c.F, c.B, c.W)] + [problem.comm]
+        if problem.fb_overlap is not None:
+            time_values.append(problem.fb_overlap)
+        memory_values = [v for c in costs for v in (c.activation, c.residual)]
+        # Values past the exact range would also overflow on the finer grids (1e308 x 10).
+        if max(time_values) >= EXACT:
+            raise ProblemError(_too_large("times", problem.time_unit))
+        if max(memory_values) >= EXACT:
+            raise ProblemError(_too_large("memory amounts"))
+        self.time_scale = grid_scale(time_values)
+        # A limit that large cannot bind (it is above all activations at once, see below).
+        limits = [v for v in problem.memory_limit or () if v < EXACT]
+        self.memory_scale = grid_scale(memory_values + limits)
+        self.comm = self.ticks(problem.comm)
+        self.fb_overlap = None if problem.fb_overlap is None else self.ticks(problem.fb_overlap)
+        self._durations = [
+            {"F": self.ticks(c.F), "B": self.ticks(c.B), "W": self.ticks(c.W),
+             "BW": self.ticks(c.B) + self.ticks(c.W)}
+            for c in costs
+        ]
+        self._memory = [
+            (self.memory_ticks(c.activation), self.memory_ticks(c.residual)) for c in costs
+        ]
+        for k, (c, ticks, (activation, _)) in enumerate(zip(costs, self._durations, self._memory)):
+            # Amounts below the grid's resolution would vanish: the solvers would see no work, or no memory.
+            if ticks["F"] == 0:  # a forward of no length: see StageCost.checked
+                raise ProblemError(
+                    f"stage cost {k}: F = {c.F:g} {problem.time_unit} is below the time grid's "
+                    f"resolution ({1 / self.time_scale:g} {problem.time_unit}); give times in a smaller unit")
+            if activation == 0 and c.activation > 0:
+                raise ProblemError(
+                    f"stage cost {k}: activation {c.activation:g} is below the memory grid's resolution "
+                    f"({1 / self.memory_scale:g} of the memory unit); give memory in a smaller unit")
+        held = self._check_magnitudes()
+        # No level exceeds all activations at once: a larger limit (1e300, say) is that much.
+        self.memory_limit = (
+            None if problem.memory_limit is None
+            else [min(math.floor(v * self.memory_scale + 1e-6), held) if v < EXACT else held
+                  for v in problem.memory_limit]
+        )
+
+    def _check_magnitudes(self) -> int:
+        """Every time and memory level a schedule can reach stays an integer a float holds
+        exactly (2^53 ticks): beyond that the grid is not exact, and near 1e308 the sums of
+        finite costs overflow. Returns the activations of all ops together, in ticks."""
+        problem = self.problem
+        per_microbatch = [
+            sum(self._durations[s.cost]["F"] + self._durations[s.cost]["BW"] + self.comm for s in pipe.stages)
+            for pipe in problem.pipes
+        ]
+        total = sum(n * len(pipe.microbatches) for n, pipe in zip(per_microbatch, problem.pipes))
+        if max(total, self.fb_overlap or 0) >= EXACT:
+            raise ProblemError(
+                f"the times add up to more than the time grid holds exactly ({EXACT:,} steps of "
+                f"{1 / self.time_scale:g}, {EXACT / self.time_scale:g} {problem.time_unit}); "
+                "give times in a larger unit")
+        held = sum(self._memory[s.cost][0] * len(pipe.microbatches) for pipe in problem.pipes for s in pipe.stages)
+        if held >= EXACT:
+            raise ProblemError(
+                f"the activations add up to more than the memory grid holds exactly ({EXACT:,} steps of "
+                f"{1 / self.memory_scale:g}, {EXACT / self.memory_scale:g}); give memory in a larger unit")
+        return held
+
+    def ticks(self, value: float) -> int:
+        return round(value * self.time_scale)
+
+    def memory_ticks(self, value: float) -> int:
+        x = value * self.memory_scale
+        return round(x) if _whole(x) else math.floor(x)  # off the grid: never more than it is
+
+    def time(self, ticks: int) -> float:
+        return ticks / self.time_scale
+
+    def memory(self, ticks: int) -> float:
+        return ticks / self.memory_scale
+
+    # Structure
+
+    def device(self, op: Op) -> int:
+        return self.problem.pipes[op.pipe].stages[op.stage].device
+
+    def duration(self, op: Op) -> int:
+        return self._durations[self.problem.pipes[op.pipe].stages[op.stage].cost][op.kind]
+
+    def memory_effect(self, op: Op) -> tuple[int, int]:
+        """(amount allocated at the op's start, amount released at its end), in memory ticks."""
+        activation, residual = self._memory[self.problem.pipes[op.pipe].stages[op.stage].cost]
+        if op.kind == "F":
+            return activation, 0
+        if op.kind == "B":
+            return 0, activation - residual
+        if op.kind == "W":
+            return 0, residual
+        return 0, activation
+
+    def backward_kinds(self, split: bool | None = None) -> tuple[str, ...]:
+        split = self.problem.split_backward if split is None else split
+        return ("B", "W") if split else ("BW",)
+
+    def ops(self, split: bool | None = None) -> list[Op]:
+        """Every op of the problem with backward split into B and W (or fused as BW)."""
+        kinds = ("F",) + self.backward_kinds(split)
+        return [
+            Op(kind, q, k, i)
+            for q, pipe in enumerate(self.problem.pipes)
+            for k in range(len(pipe.stages))
+            for i in pipe.microbatches
+            for kind in kinds
+        ]
+
+    def hop(self, pipe: int, a: int, b: int) -> int:
+        """Comm delay between stages a and b of a pipe: zero when they share a device."""
+        stages = self.problem.pipes[pipe].stages
+        return 0 if stages[a].device == stages[b].device else self.comm
+
+    def produces(self, op: Op) -> Event | None:
+        if op.kind == "F":
+            return ("F", op.pipe, op.stage, op.microbatch)
+        if op.kind in ("B", "BW"):
+            return ("I", op.pipe, op.stage, op.microbatch)
+        return None
+
+    def requirements(self, op: Op) -> list[tuple[Event, int]]:
+        """Events the op waits for, each with the delay after it (docs/design.md, "Dependencies")."""
+        q, k, i = op.pipe, op.stage, op.microbatch
+        last = len(self.problem.pipes[q].stages) - 1
+        if op.kind == "F":
+            return [] if k == 0 else [(("F", q, k - 1, i), self.hop(q, k - 1, k))]
+        if op.kind == "W":
+            return [(("I", q, k, i), 0)]
+        if k == last:
+            return [(("F", q, k, i), 0)]
+        return [(("I", q, k + 1, i), self.hop(q, k + 1, k))]
+
+    def predecessors(self, op: Op, split: bool | None = None) -> list[tuple[Op, int]]:
+        """requirements() resolved to ops for a fixed choice of backward kinds (solvers)."""
+        split = self.problem.split_backward if split is None else split
+        result = []
+        for (event, q, k, i), delay in self.requirements(op):
+            kind = "F" if event == "F" else ("B" if split else "BW")
+            result.append((Op(kind, q, k, i), delay))
+        return result

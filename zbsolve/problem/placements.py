@@ -1,0 +1,166 @@
+"""Named placements (docs/design.md, "The problem") turned into explicit pipes, and memory-limit shorthands."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from zbsolve.errors import ProblemError
+from zbsolve.problem.problem import Pipe, Problem, Stage, StageCost, check_count, finite
+from zbsolve.problem.size import check_op_count, shape
+
+PLACEMENT_HELP = "single, interleaved:V (V >= 1), vshape or bidirectional"
+
+
+@dataclass(frozen=True)
+class Placement:
+    kind: str  # single | interleaved | vshape | bidirectional
+    chunks: int = 1  # model chunks per rank and pipe
+
+    @property
+    def name(self) -> str:
+        return f"interleaved:{self.chunks}" if self.kind == "interleaved" else self.kind
+
+
+def parse_placement(text: str) -> Placement:
+    value = text.strip().lower()
+    if value in ("single", "vshape", "bidirectional"):
+        return Placement(value, 2 if value == "vshape" else 1)
+    match = re.fullmatch(r"interleaved:(-?\d{1,18})", value)  # longer is a typo, and int() refuses 4,300 digits
+    if match:
+        chunks = int(match.group(1))
+        if chunks < 1:
+            raise ProblemError(f"placement interleaved:V needs V >= 1, got interleaved:{chunks}")
+        return Placement("interleaved", chunks)
+    raise ProblemError(f"placement must be {PLACEMENT_HELP}; got {text!r}")
+
+
+def check_shape(placement: Placement, devices: int, microbatches: int, split_backward: bool) -> None:
+    """Refuse a shape whose op list would not fit, from the numbers alone: building the pipes
+    or one cost record per device first would exhaust memory on a mistyped count."""
+    kinds = 3 if split_backward else 2  # a microbatch passes chunks x P stages (P on each DualPipe pipe)
+    check_op_count(kinds * placement.chunks * devices * microbatches,
+                   shape(devices, microbatches, placement.name))
+
+
+def _chunked_costs(rank_costs: Sequence[StageCost], chunks: int) -> list[StageCost]:
+    """Virtual stage j holds a 1/V slice of the layers of rank-stage j // V."""
+    return [rank_costs[j // chunks].scaled(1.0 / chunks) for j in range(chunks * len(rank_costs))]
+
+
+def build_pipes(placement: Placement, devices: int, microbatches: int) -> tuple[tuple[Pipe, ...], int]:
+    """Return the pipes of a named placement and how many cost records they index."""
+    P, M = devices, microbatches
+    every = tuple(range(M))
+    if placement.kind == "single":
+        return (Pipe(tuple(Stage(k, k) for k in range(P)), every),), P
+    if placement.kind == "interleaved":
+        V = placement.chunks
+        return (Pipe(tuple(Stage(k % P, k) for k in range(V * P)), every),), V * P
+    if placement.kind == "vshape":
+        stages = tuple(Stage(k if k < P else 2 * P - 1 - k, k) for k in range(2 * P))
+        return (Pipe(stages, every),), 2 * P
+    if P % 2 or M % 2:
+        raise ProblemError(
+            f"placement bidirectional needs an even number of devices and microbatches, "
+            f"got devices={P}, microbatches={M}"
+        )
+    half = M // 2
+    down = Pipe(tuple(Stage(k, k) for k in range(P)), tuple(range(half)))
+    up = Pipe(tuple(Stage(P - 1 - k, k) for k in range(P)), tuple(range(half, M)))
+    return (down, up), P
+
+
+def costs_for(placement: Placement, rank_costs: Sequence[StageCost]) -> list[StageCost]:
+    if placement.kind in ("interleaved", "vshape"):
+        return _chunked_costs(rank_costs, placement.chunks)
+    return list(rank_costs)
+
+
+MEMORY_HELP = (
+    "none, Nx (N times U = P x activation of one microbatch), an absolute amount, "
+    "or one amount per device separated by commas"
+)
+
+
+def parse_memory(
+    text: str | float | Sequence[float] | None, problem_without_limit: Problem
+) -> tuple[float, ...] | None:
+    """Resolve a memory-limit spec against the problem's U unit (docs/design.md, "The problem")."""
+    P = problem_without_limit.devices
+    if text is None:
+        return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        amount = finite(text)
+        if amount is None:
+            raise ProblemError(f"memory must be a finite amount; got {text!r}")
+        return (amount,) * P
+    if isinstance(text, (list, tuple)):
+        return tuple(float(v) for v in text)
+    value = str(text).strip().lower()
+    if value in ("none", ""):
+        return None
+    try:
+        if value.endswith("x"):
+            factor = float(value[:-1])
+            if not math.isfinite(factor) or factor <= 0:
+                raise ValueError
+            unit = problem_without_limit.memory_unit()
+            if unit == 0:
+                raise ProblemError(f"memory {text!r} is a multiple of U = P x activation, which is 0 here "
+                                   "(no stage has an activation); give an absolute limit or none")
+            return (factor * unit,) * P
+        parts = [float(p) for p in value.split(",")]
+    except ValueError:
+        raise ProblemError(f"memory must be {MEMORY_HELP}; got {text!r}") from None
+    if not all(math.isfinite(p) and p > 0 for p in parts):
+        raise ProblemError(f"memory amounts must be positive and finite; got {text!r}")
+    if len(parts) == 1:
+        return (parts[0],) * P
+    if len(parts) != P:
+        raise ProblemError(f"memory gives {len(parts)} per-device amounts for {P} devices")
+    return tuple(parts)
+
+
+def build_problem(
+    devices: int,
+    microbatches: int,
+    rank_costs: Sequence[StageCost] | StageCost,
+    *,
+    placement: str | Placement = "single",
+    comm: float = 0.0,
+    memory: str | float | Sequence[float] | None = None,
+    split_backward: bool = True,
+    fb_overlap: float | None = None,
+    objective: str = "makespan",
+    time_unit: str = "ms",
+) -> Problem:
+    """Build a Problem from a named placement and one cost record per rank-stage.
+
+    `rank_costs` is either one record used for every rank-stage or a list of P records.
+    With V chunks per rank each chunk gets 1/V of its rank-stage's costs and memory.
+    """
+    check_count("devices", devices)
+    check_count("microbatches", microbatches)
+    where = placement if isinstance(placement, Placement) else parse_placement(placement)
+    check_shape(where, devices, microbatches, split_backward)
+    if isinstance(rank_costs, StageCost):
+        rank_costs = [rank_costs] * devices
+    if len(rank_costs) != devices:
+        raise ProblemError(
+            f"stage costs give {len(rank_costs)} rank-stages for {devices} devices"
+        )
+    checked = [c.checked(f"stage {i}") for i, c in enumerate(rank_costs)]
+    pipes, _ = build_pipes(where, devices, microbatches)
+    common = dict(
+        devices=devices, microbatches=microbatches, stage_costs=tuple(costs_for(where, checked)),
+        pipes=pipes, comm=comm, split_backward=split_backward, fb_overlap=fb_overlap,
+        objective=objective, time_unit=time_unit, placement=where.name,
+    )
+    if memory is None:
+        return Problem(**common)
+    # The memory unit does not depend on pairs; without them this helper does not warn a second time.
+    limit = parse_memory(memory, Problem(**{**common, "fb_overlap": None}))
+    return Problem(**common, memory_limit=limit)

@@ -1,0 +1,266 @@
+"""The problem as plain data (docs/design.md, "The problem"): ranks, pipes of stages, costs, limits.
+
+Everything is checked when a Problem is built; a bad value raises ProblemError naming the
+field and the allowed range. Nothing here knows about ops, solvers or files.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from zbsolve.errors import ProblemError, ProblemWarning
+
+OBJECTIVES = ("makespan", "span")
+
+
+def finite(value: object) -> float | None:
+    """value as a float if it is a finite real number (not a bool), else None. An integer
+    too large for a float (JSON allows any length) is not finite here, not an OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def check_number(name: str, value: object, *, minimum: float = 0.0, strict: bool = False) -> float:
+    """Return value as a float, or raise ProblemError naming `name` and the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProblemError(f"{name} must be a number, got {value!r}")
+    number = finite(value)
+    if number is None:
+        raise ProblemError(f"{name} must be a finite number, got {value!r}")
+    if number < minimum or (strict and number == minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise ProblemError(f"{name} must be {bound}, got {value!r}")
+    return number
+
+
+def check_count(name: str, value: object, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProblemError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ProblemError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """Durations of one stage's ops and the memory its forward holds (docs/design.md, "The problem")."""
+
+    F: float
+    B: float
+    W: float
+    activation: float = 1.0
+    residual: float = 0.5
+
+    def checked(self, where: str) -> StageCost:
+        values = {k: check_number(f"{where}.{k}", getattr(self, k)) for k in ("F", "B", "W")}
+        activation = check_number(f"{where}.activation", self.activation)
+        residual = check_number(f"{where}.residual", self.residual)
+        if residual > activation:
+            raise ProblemError(
+                f"{where}.residual must be <= activation ({activation:g}), got {residual:g}"
+            )
+        if values["F"] == 0:
+            # A forward of no length would take its memory at an instant other ops of no
+            # length share: their order would decide the peak, which the models cannot see.
+            raise ProblemError(f"{where}.F must be > 0, got 0")
+        return StageCost(**values, activation=activation, residual=residual)
+
+    @property
+    def BW(self) -> float:  # noqa: N802 - the design's name for the fused backward
+        return self.B + self.W
+
+    def scaled(self, factor: float) -> StageCost:
+        return StageCost(
+            self.F * factor, self.B * factor, self.W * factor,
+            self.activation * factor, self.residual * factor,
+        )
+
+
+@dataclass(frozen=True)
+class Stage:
+    device: int
+    cost: int  # index into Problem.stage_costs
+
+
+@dataclass(frozen=True)
+class Pipe:
+    stages: tuple[Stage, ...]
+    microbatches: tuple[int, ...]
+
+    @cached_property
+    def microbatch_set(self) -> frozenset[int]:
+        """For membership tests in O(1): schedules of a million ops check every op."""
+        return frozenset(self.microbatches)
+
+
+TIME_UNIT_LENGTH = 32
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A fully explicit problem. Build named placements with `zbsolve.problem.placements`."""
+
+    devices: int
+    microbatches: int
+    stage_costs: tuple[StageCost, ...]
+    pipes: tuple[Pipe, ...]
+    comm: float = 0.0
+    memory_limit: tuple[float, ...] | None = None
+    split_backward: bool = True
+    fb_overlap: float | None = None
+    objective: str = "makespan"
+    time_unit: str = "ms"
+    placement: str = field(default="custom", compare=False)
+
+    def __post_init__(self) -> None:
+        check_count("devices", self.devices)
+        check_count("microbatches", self.microbatches)
+        if not self.stage_costs:
+            raise ProblemError("stage_costs must hold at least one cost record")
+        costs = tuple(c.checked(f"stage_costs[{i}]") for i, c in enumerate(self.stage_costs))
+        object.__setattr__(self, "stage_costs", costs)
+        object.__setattr__(self, "comm", check_number("comm", self.comm))
+        self._check_pipes()
+        if self.memory_limit is not None:
+            limits = tuple(self.memory_limit)
+            if len(limits) != self.devices:
+                raise ProblemError(
+                    f"memory_limit must give one value per device ({self.devices}), "
+                    f"got {len(limits)}"
+                )
+            limits = tuple(
+                check_number(f"memory_limit[{d}]", v, strict=True) for d, v in enumerate(limits)
+            )
+            object.__setattr__(self, "memory_limit", limits)
+        if self.fb_overlap is not None:
+            object.__setattr__(
+                self, "fb_overlap", check_number("fb_overlap", self.fb_overlap, strict=True)
+            )
+        if self.objective not in OBJECTIVES:
+            raise ProblemError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if not isinstance(self.split_backward, bool):
+            raise ProblemError(f"split_backward must be true or false, got {self.split_backward!r}")
+        unit = self.time_unit
+        # it is printed in every table header and line: a newline or blank breaks them
+        if not isinstance(unit, str) or not unit.strip() or not unit.isprintable() or len(unit) > TIME_UNIT_LENGTH:
+            shown = repr(unit) if not isinstance(unit, str) or len(unit) <= 40 else repr(unit[:40]) + "..."
+            raise ProblemError(f"time_unit must be a short printable name such as ms or us (at most "
+                               f"{TIME_UNIT_LENGTH} characters), got {shown}")
+        warning = self.overlap_warning()
+        if warning:  # allowed (the model and validator handle any length), but say why it misleads
+            warnings.warn(warning, ProblemWarning, stacklevel=3)
+
+    def _check_pipes(self) -> None:
+        if not self.pipes:
+            raise ProblemError("pipes must hold at least one pipe")
+        seen: list[int] = []
+        for q, pipe in enumerate(self.pipes):
+            if not pipe.stages:
+                raise ProblemError(f"pipes[{q}].stages must not be empty")
+            if not pipe.microbatches:  # it would do no work, and its devices none either
+                raise ProblemError(f"pipes[{q}] has no microbatches; leave the pipe out")
+            for k, stage in enumerate(pipe.stages):
+                if not (isinstance(stage.device, int) and 0 <= stage.device < self.devices):
+                    raise ProblemError(
+                        f"pipes[{q}].stages[{k}].device must be in 0..{self.devices - 1}, "
+                        f"got {stage.device!r}"
+                    )
+                if not (isinstance(stage.cost, int) and 0 <= stage.cost < len(self.stage_costs)):
+                    raise ProblemError(
+                        f"pipes[{q}].stages[{k}].cost must index stage_costs "
+                        f"(0..{len(self.stage_costs) - 1}), got {stage.cost!r}"
+                    )
+            seen.extend(pipe.microbatches)
+        # Counts first: a huge `microbatches` or `devices` (a hand-edited file) must not build a range.
+        if len(seen) != self.microbatches or sorted(seen) != list(range(self.microbatches)):
+            raise ProblemError(
+                f"pipes' microbatches must assign each id 0..{self.microbatches - 1} "
+                "to exactly one pipe"
+            )
+        used = {s.device for pipe in self.pipes for s in pipe.stages}
+        if len(used) != self.devices:
+            idle = next(d for d in range(self.devices) if d not in used)
+            raise ProblemError(f"every device must hold a stage; device {idle} holds none")
+
+    # Derived facts used by metrics, baselines and the CLI.
+
+    def cost(self, pipe: int, stage: int) -> StageCost:
+        return self.stage_costs[self.pipes[pipe].stages[stage].cost]
+
+    def device_of(self, pipe: int, stage: int) -> int:
+        return self.pipes[pipe].stages[stage].device
+
+    def activation_unit(self) -> float:
+        """A: the largest activation one microbatch of one pipe leaves on one device."""
+        largest = 0.0
+        for pipe in self.pipes:
+            per_device = [0.0] * self.devices
+            for stage in pipe.stages:
+                per_device[stage.device] += self.stage_costs[stage.cost].activation
+            largest = max(largest, *per_device)
+        return largest
+
+    def memory_unit(self) -> float:
+        """U = P x A, the `x` of memory limits (docs/design.md, "The problem")."""
+        return self.devices * self.activation_unit()
+
+    def memory_text(self, amount: float) -> str:
+        """An amount of memory as messages give it: absolute, then in U ("4 (1x U)")."""
+        return f"{amount:g} ({amount / self.memory_unit():.4g}x U)"
+
+    def stages_on_device(self) -> list[list[tuple[int, int]]]:
+        """(pipe, stage) pairs held by each device, in pipe then stage order."""
+        held: list[list[tuple[int, int]]] = [[] for _ in range(self.devices)]
+        for q, pipe in enumerate(self.pipes):
+            for k, stage in enumerate(pipe.stages):
+                held[stage.device].append((q, k))
+        return held
+
+    def overlap_range(self) -> tuple[float, float] | None:
+        """Over the F&B pairs that may form (an F and a backward of another stage on the same
+        device, docs/design.md, "F&B overlap"): the longest half of any, max(F, B + W), and the longest run of
+        both halves in turn, F + B + W (a pair absorbs its backward's W). An `fb_overlap` below
+        the first makes some pair faster than its own longer half; at or above the second no
+        pair saves time. None when no device holds two stages."""
+        halves, in_turn = [], []
+        for held in self.stages_on_device():
+            for forward_stage in held:
+                for backward_stage in held:
+                    if forward_stage != backward_stage:
+                        forward, backward = self.cost(*forward_stage), self.cost(*backward_stage)
+                        halves.append(max(forward.F, backward.BW))
+                        in_turn.append(forward.F + backward.BW)
+        return (max(halves), max(in_turn)) if halves else None
+
+    def overlap_warning(self, given: str = "fb_overlap") -> str | None:
+        """Why an `fb_overlap` outside the range of docs/design.md ("F&B overlap") gives
+        numbers that mislead, if it does;
+        `given` names the setting as the user wrote it."""
+        if self.fb_overlap is None:
+            return None
+        given = f"{given} {self.fb_overlap:g}"
+        span = self.overlap_range()
+        if span is None:
+            return (f"{given} has no effect: no device holds two stages, so no F&B pair can form "
+                    "(pairs need placement bidirectional, vshape or interleaved:N)")
+        longest_half, in_turn = span
+        if self.fb_overlap < longest_half:
+            return (f"{given} is shorter than the longer half of a pair that may form (max(F, B + W) = "
+                    f"{longest_half:g}): such a pair runs faster than its parts alone could, so times "
+                    "that use it are optimistic")
+        if self.fb_overlap >= in_turn:
+            return (f"{given} is no shorter than any pair's halves run in turn (F + B + W = {in_turn:g} "
+                    "at most): overlapping cannot save time")
+        return None
+
+    @property
+    def single_pipe(self) -> bool:
+        return len(self.pipes) == 1

@@ -1,0 +1,157 @@
+"""Cost profiles (`models/*.json`): one cost record per rank-stage of the single placement.
+
+A profile gives either uniform `costs` (any number of ranks) or a list `stage_costs` of
+one record per rank-stage, plus optional `overrides` for single rank-stages (negative
+indices count from the last). Unknown keys are refused so a typo is never ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from zbsolve.errors import ProfileError
+from zbsolve.problem.problem import StageCost, finite
+
+COST_KEYS = ("F", "B", "W", "activation", "residual")
+PROFILE_KEYS = {
+    "name", "source", "time_unit", "memory_unit", "devices", "microbatches", "comm", "memory",
+    "costs", "stage_costs", "overrides", "model", "notes", "measured",
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    source: str
+    time_unit: str = "ms"
+    devices: int | None = None
+    microbatches: int | None = None
+    comm: float | None = None
+    memory: str | float | None = None
+    costs: StageCost | None = None
+    stage_costs: tuple[StageCost, ...] | None = None
+    overrides: tuple[tuple[int, dict], ...] = ()
+    extra: dict = field(default_factory=dict)
+
+    def rank_costs(self, devices: int) -> list[StageCost]:
+        """One record per rank-stage for `devices` ranks, overrides applied."""
+        if self.stage_costs is not None:
+            if len(self.stage_costs) != devices:
+                raise ProfileError(
+                    f"profile {self.name} has stage_costs for {len(self.stage_costs)} ranks, "
+                    f"the problem has {devices} (--stages); use a profile with uniform costs"
+                )
+            records = list(self.stage_costs)
+        else:
+            records = [self.costs] * devices
+        for index, values in self.overrides:
+            if not -devices <= index < devices:
+                raise ProfileError(
+                    f"profile {self.name}: override for stage {index} is outside 0..{devices - 1}"
+                )
+            records[index] = replace(records[index], **values)
+        return records
+
+
+def _number(value: Any, where: str) -> float:
+    number = finite(value)
+    if number is None:
+        raise ProfileError(f"{where} must be a finite number, got {value!r}")
+    if number < 0:
+        raise ProfileError(f"{where} must be >= 0, got {value!r}")
+    return number
+
+
+def _cost_fields(record: Any, where: str, *, partial: bool = False) -> dict:
+    if not isinstance(record, dict):
+        raise ProfileError(f"{where} must be an object with keys {', '.join(COST_KEYS)}")
+    allowed = set(COST_KEYS) | ({"stage"} if partial else set())
+    unknown = sorted(set(record) - allowed)
+    if unknown:
+        raise ProfileError(f"{where} has unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+    if not partial:
+        for key in ("F", "B", "W"):
+            if key not in record:
+                raise ProfileError(f"{where} is missing key {key!r}")
+    values = {k: _number(record[k], f"{where}.{k}") for k in COST_KEYS if k in record}
+    return values
+
+
+def _cost(record: Any, where: str) -> StageCost:
+    values = _cost_fields(record, where)
+    values.setdefault("activation", 1.0)
+    values.setdefault("residual", 0.5 * values["activation"])
+    if values["residual"] > values["activation"]:
+        raise ProfileError(f"{where}.residual must be <= activation")
+    return StageCost(**values)
+
+
+def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
+    if not isinstance(data, dict):
+        raise ProfileError(f"{origin}: a profile is one JSON object")
+    unknown = sorted(set(data) - PROFILE_KEYS)
+    if unknown:
+        raise ProfileError(f"{origin}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(PROFILE_KEYS))})")
+    for key in ("name", "source"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise ProfileError(f"{origin}: key {key!r} must be a non-empty string")
+    if ("costs" in data) == ("stage_costs" in data):
+        raise ProfileError(f"{origin}: give exactly one of 'costs' (uniform) or 'stage_costs' (per rank)")
+    stage_costs = None
+    if "stage_costs" in data:
+        if not isinstance(data["stage_costs"], list) or not data["stage_costs"]:
+            raise ProfileError(f"{origin}: 'stage_costs' must be a non-empty list")
+        stage_costs = tuple(_cost(c, f"{origin}: stage_costs[{i}]") for i, c in enumerate(data["stage_costs"]))
+    overrides = []
+    if not isinstance(data.get("overrides", []), list):
+        raise ProfileError(f"{origin}: 'overrides' must be a list of per-stage records")
+    for j, entry in enumerate(data.get("overrides", [])):
+        where = f"{origin}: overrides[{j}]"
+        fields = _cost_fields(entry, where, partial=True)
+        stage = entry.get("stage")
+        if isinstance(stage, bool) or not isinstance(stage, int):
+            raise ProfileError(f"{where}.stage must be an integer rank-stage index, got {stage!r}")
+        overrides.append((stage, fields))
+    counts = {}
+    for key in ("devices", "microbatches"):
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ProfileError(f"{origin}: {key!r} must be an integer >= 1, got {value!r}")
+        counts[key] = value
+    if stage_costs is not None and counts["devices"] not in (None, len(stage_costs)):
+        raise ProfileError(f"{origin}: 'devices' is {counts['devices']} but stage_costs has {len(stage_costs)} records")
+    memory = data.get("memory")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (str, int, float))):
+        raise ProfileError(f"{origin}: 'memory' must be a string like '1.5x' or a number, got {memory!r}")
+    time_unit = data.get("time_unit", "ms")
+    if not isinstance(time_unit, str) or not time_unit:
+        raise ProfileError(f"{origin}: 'time_unit' must be a non-empty string")
+    return Profile(
+        name=data["name"], source=data["source"], time_unit=time_unit,
+        devices=counts["devices"] if stage_costs is None else len(stage_costs),
+        microbatches=counts["microbatches"],
+        comm=None if "comm" not in data else _number(data["comm"], f"{origin}: comm"),
+        memory=memory,
+        costs=None if "costs" not in data else _cost(data["costs"], f"{origin}: costs"),
+        stage_costs=stage_costs,
+        overrides=tuple(overrides),
+        extra={k: data[k] for k in ("model", "notes", "measured", "memory_unit") if k in data},
+    )
+
+
+def load_profile(path: str | os.PathLike) -> Profile:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise ProfileError(f"profile {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ProfileError(f"profile {path}: cannot read: {error}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ProfileError(f"profile {path}: not valid JSON: {error}") from None
+    return profile_from_dict(data, f"profile {path}")

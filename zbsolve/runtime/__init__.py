@@ -1,0 +1,1 @@
+"""The optional PyTorch parts: measuring costs and running schedules. Import needs torch."""

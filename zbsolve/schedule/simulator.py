@@ -1,0 +1,221 @@
+"""As-soon-as-possible timing of per-device op orders (docs/design.md, "Semantics") and their metrics ("Metrics").
+
+Every baseline and every solver result goes through `simulate`, so all reported numbers
+come from one place and are exact on the problem's integer grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from zbsolve.errors import ScheduleError
+from zbsolve.problem.op_graph import Event, Op, OpGraph
+from zbsolve.problem.problem import Problem
+from zbsolve.schedule.schedule import Metrics, Schedule, Slot, SolverInfo, TimedOp
+
+# A timed slot on the grid: (ops, start tick, end tick).
+TickSlot = tuple[Slot, int, int]
+
+
+def check_orders(graph: OpGraph, orders: Sequence[Sequence[Slot]]) -> None:
+    """Raise ScheduleError unless the orders hold every op of the problem exactly once."""
+    problem = graph.problem
+    if len(orders) != problem.devices:
+        raise ScheduleError(f"need an order for each of {problem.devices} devices, got {len(orders)}")
+    allowed = {"F", "BW"} | ({"B", "W"} if problem.split_backward else set())
+    seen: set[Op] = set()
+    for d, order in enumerate(orders):
+        for slot in order:
+            if len(slot) == 2:
+                _check_pair(graph, slot, d)
+            elif len(slot) != 1:
+                raise ScheduleError(f"device {d}: a slot holds {len(slot)} ops (1, or an F&B pair)")
+            for op in slot:
+                if op.kind not in allowed:
+                    raise ScheduleError(
+                        f"device {d}: {op.describe()} uses kind {op.kind}, but this problem "
+                        f"allows {', '.join(sorted(allowed))}"
+                    )
+                if not (0 <= op.pipe < len(problem.pipes)) or not (
+                    0 <= op.stage < len(problem.pipes[op.pipe].stages)
+                ) or op.microbatch not in problem.pipes[op.pipe].microbatch_set:
+                    raise ScheduleError(f"device {d}: {op.describe()} is not part of the problem")
+                if graph.device(op) != d:
+                    raise ScheduleError(
+                        f"{op.describe()} is listed on device {d} but its stage lives on "
+                        f"device {graph.device(op)}"
+                    )
+                if op in seen:
+                    raise ScheduleError(f"{op.describe()} appears twice (device {d})")
+                seen.add(op)
+    _check_complete(graph, seen)
+
+
+def _check_pair(graph: OpGraph, slot: Slot, device: int) -> None:
+    kinds = sorted(op.kind for op in slot)
+    if graph.fb_overlap is None:
+        raise ScheduleError(f"device {device}: overlapped pair {slot[0]}+{slot[1]} needs fb_overlap")
+    if kinds not in (["B", "F"], ["BW", "F"]):
+        raise ScheduleError(f"device {device}: an overlapped pair is one F and one B or BW, got {kinds}")
+    if (slot[0].pipe, slot[0].stage) == (slot[1].pipe, slot[1].stage):
+        raise ScheduleError(f"device {device}: overlapped pair {slot[0]}+{slot[1]} is one stage")
+
+
+def _check_complete(graph: OpGraph, seen: set[Op]) -> None:
+    for q, pipe in enumerate(graph.problem.pipes):
+        for k in range(len(pipe.stages)):
+            for i in pipe.microbatches:
+                if Op("F", q, k, i) not in seen:
+                    raise ScheduleError(f"{Op('F', q, k, i).describe()} is missing")
+                fused = Op("BW", q, k, i) in seen
+                split = [Op(kind, q, k, i) in seen for kind in ("B", "W")]
+                if fused and any(split):
+                    raise ScheduleError(f"{Op('BW', q, k, i).describe()} also has a split B or W")
+                if not fused and not all(split):
+                    missing = "BW" if not any(split) else ("B" if not split[0] else "W")
+                    raise ScheduleError(f"{Op(missing, q, k, i).describe()} is missing")
+
+
+def time_orders(
+    graph: OpGraph,
+    orders: Sequence[Sequence[Slot]],
+    release: Mapping[Op, int] | None = None,
+) -> list[list[TickSlot]]:
+    """Start every slot as early as its device and its dependencies allow (in ticks).
+
+    Event-driven: a device whose next slot waits for an event is woken when that event is
+    produced, so the work grows with the ops, not with devices times rounds (sweeping every
+    device until one moved took minutes for a long pipe of few microbatches)."""
+    devices = len(orders)
+    done: dict[Event, int] = {}
+    position = [0] * devices
+    free = [0] * devices
+    timed: list[list[TickSlot]] = [[] for _ in range(devices)]
+    waiting: dict[Event, list[int]] = {}
+    awake = list(range(devices - 1, -1, -1))
+    while awake:
+        d = awake.pop()
+        order = orders[d]
+        while position[d] < len(order):
+            slot = order[position[d]]
+            start, missing = _ready_time(graph, slot, done, free[d])
+            if missing is not None:
+                waiting.setdefault(missing, []).append(d)
+                break
+            if release:
+                start = max(start, max(release.get(op, 0) for op in slot))
+            end = start + (graph.fb_overlap if len(slot) == 2 else graph.duration(slot[0]))
+            for op in slot:
+                event = graph.produces(op)
+                if event is not None:
+                    done[event] = end
+                    awake.extend(waiting.pop(event, ()))
+            timed[d].append((slot, start, end))
+            free[d] = end
+            position[d] += 1
+    if any(position[d] < len(orders[d]) for d in range(devices)):
+        raise ScheduleError(_deadlock_message(graph, orders, position, done))
+    return timed
+
+
+def _ready_time(graph: OpGraph, slot: Slot, done: Mapping[Event, int], free: int) -> tuple[int, Event | None]:
+    """The slot's earliest start, or an event it still waits for."""
+    ready = free
+    for op in slot:
+        for event, delay in graph.requirements(op):
+            finished = done.get(event)
+            if finished is None:
+                return ready, event
+            ready = max(ready, finished + delay)
+    return ready, None
+
+
+def _deadlock_message(graph: OpGraph, orders, position, done) -> str:
+    for d, order in enumerate(orders):
+        if position[d] < len(order):
+            for op in order[position[d]]:
+                for event, _ in graph.requirements(op):
+                    if event not in done:
+                        kind, q, k, i = event
+                        need = "forward" if kind == "F" else "input gradient"
+                        return (
+                            f"the order cannot run: device {d} is stuck at {op.describe()}, "
+                            f"which waits for the {need} of pipe {q} stage {k} microbatch {i} "
+                            "that never comes before it"
+                        )
+    return "the order cannot run"  # unreachable: some device always has a blocked head
+
+
+def compute_metrics(graph: OpGraph, timed: Sequence[Sequence[TickSlot]]) -> Metrics:
+    """docs/design.md, "Metrics" metrics, from exact ticks."""
+    problem = graph.problem
+    devices = problem.devices
+    makespan = max((slots[-1][2] for slots in timed if slots), default=0)
+    busy = [sum(end - start for _, start, end in slots) for slots in timed]
+    spans = [slots[-1][2] - slots[0][1] if slots else 0 for slots in timed]
+    span = max(spans)
+    peaks = [_peak_memory(graph, slots) for slots in timed]
+    unit = problem.memory_unit()
+    peak_memory = tuple(graph.memory(p) for p in peaks)
+    return Metrics(
+        makespan=graph.time(makespan),
+        bubble_rate=1 - sum(busy) / (devices * makespan) if makespan else 0.0,
+        span=graph.time(span),
+        span_bubble_rate=1 - max(busy) / span if span else 0.0,
+        busy=tuple(graph.time(b) for b in busy),
+        peak_memory=peak_memory,
+        peak_memory_x=max(peak_memory) / unit if unit else 0.0,
+    )
+
+
+def _peak_memory(graph: OpGraph, slots: Sequence[TickSlot]) -> int:
+    """Ops of a device run in sequence: allocate at each start, release at each end."""
+    level = peak = 0
+    for slot, _, _ in slots:
+        effects = [graph.memory_effect(op) for op in slot]
+        level += sum(alloc for alloc, _ in effects)
+        peak = max(peak, level)
+        level -= sum(release for _, release in effects)
+    return peak
+
+
+def to_schedule(
+    graph: OpGraph, timed: Sequence[Sequence[TickSlot]], name: str, solver: SolverInfo | None = None
+) -> Schedule:
+    devices = []
+    pair = 0
+    for slots in timed:
+        ops: list[TimedOp] = []
+        for slot, start, end in slots:
+            overlap = None
+            if len(slot) == 2:
+                overlap, pair = pair, pair + 1
+            ops.extend(TimedOp(op, graph.time(start), graph.time(end), overlap) for op in slot)
+        devices.append(tuple(ops))
+    return Schedule(
+        name=name,
+        problem=graph.problem,
+        devices=tuple(devices),
+        metrics=compute_metrics(graph, timed),
+        solver=solver or SolverInfo("baseline"),
+    )
+
+
+def simulate(
+    problem: Problem | OpGraph,
+    orders: Sequence[Sequence[Slot | Op]],
+    name: str = "custom",
+    *,
+    solver: SolverInfo | None = None,
+    release: Mapping[Op, int] | None = None,
+) -> Schedule:
+    """Time per-device orders as soon as possible and return the schedule with its metrics.
+
+    `orders[d]` lists device d's ops in execution order; an entry may be a bare Op or a
+    tuple of ops (an overlapped F&B pair). `release` holds earliest start ticks per op.
+    """
+    graph = problem if isinstance(problem, OpGraph) else OpGraph(problem)
+    slots = [[item if isinstance(item, tuple) and not isinstance(item, Op) else (item,) for item in order]
+             for order in orders]
+    check_orders(graph, slots)
+    return to_schedule(graph, time_orders(graph, slots, release), name, solver)

@@ -1,0 +1,251 @@
+"""Independent check of a schedule against docs/design.md, "Semantics" and "Metrics".
+
+Written apart from the simulator, the op graph and the solvers on purpose: it re-derives
+every rule from the problem's pipes and cost records, so a bug in shared code cannot
+make a wrong schedule pass. Works on the floats of the schedule with a small tolerance.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from zbsolve.errors import ValidationError
+from zbsolve.schedule.schedule import Schedule, TimedOp
+
+RELATIVE_TOLERANCE = 1e-9
+# docs/design.md, "Time": values that no grid of zbsolve's holds exactly (more than six decimals, say)
+# are put on 10^-6 of their unit: a cost, delay or pair length may then be off by half a
+# step, an activation or residual held by up to a step less than it is. Nothing beyond that
+# passes.
+ROUNDING = 0.5e-6
+MEMORY_ROUNDING = 1e-6
+
+
+def _name(t: TimedOp, device: int) -> str:
+    op = t.op
+    return (
+        f"{op.kind} pipe {op.pipe} stage {op.stage} microbatch {op.microbatch} "
+        f"on device {device} [{t.start:g}, {t.end:g}]"
+    )
+
+
+class _Checker:
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self.problem = schedule.problem
+        ends = [t.end for ops in schedule.devices for t in ops]
+        self.tol = RELATIVE_TOLERANCE * max([1.0] + [abs(e) for e in ends])
+        self.where: dict[tuple, tuple[TimedOp, int]] = {}
+
+    def fail(self, t: TimedOp, device: int, why: str) -> None:
+        raise ValidationError(f"{_name(t, device)}: {why}")
+
+    def cost(self, t: TimedOp):
+        return self.problem.stage_costs[self.problem.pipes[t.op.pipe].stages[t.op.stage].cost]
+
+    def run(self) -> None:
+        self.structure()
+        self.durations_and_pairs()
+        self.one_at_a_time()
+        self.dependencies()
+        self.memory()
+        self.metrics()
+        self.solver_claims()
+
+    def structure(self) -> None:
+        problem = self.problem
+        if len(self.schedule.devices) != problem.devices:
+            raise ValidationError(
+                f"schedule lists {len(self.schedule.devices)} devices, problem has {problem.devices}"
+            )
+        allowed = {"F", "BW"} | ({"B", "W"} if problem.split_backward else set())
+        for d, ops in enumerate(self.schedule.devices):
+            for t in ops:
+                op = t.op
+                if op.kind not in allowed:
+                    self.fail(t, d, f"kind {op.kind} is not allowed (allowed: {sorted(allowed)})")
+                if not 0 <= op.pipe < len(problem.pipes) or not 0 <= op.stage < len(
+                    problem.pipes[op.pipe].stages
+                ) or op.microbatch not in problem.pipes[op.pipe].microbatch_set:
+                    self.fail(t, d, "is not an op of this problem")
+                home = problem.pipes[op.pipe].stages[op.stage].device
+                if home != d:
+                    self.fail(t, d, f"its stage lives on device {home}")
+                key = (op.kind, op.pipe, op.stage, op.microbatch)
+                if key in self.where:
+                    self.fail(t, d, "appears twice")
+                self.where[key] = (t, d)
+        for q, pipe in enumerate(problem.pipes):
+            for k in range(len(pipe.stages)):
+                for i in pipe.microbatches:
+                    present = {kind for kind in ("F", "B", "W", "BW") if (kind, q, k, i) in self.where}
+                    name = f"pipe {q} stage {k} microbatch {i}"
+                    if "F" not in present:
+                        raise ValidationError(f"F {name} is missing")
+                    if "BW" in present and present & {"B", "W"}:
+                        raise ValidationError(f"{name} has both a fused BW and a split B/W")
+                    for kind in ("B", "W"):
+                        if "BW" not in present and kind not in present:
+                            raise ValidationError(f"{kind if present & {'B', 'W'} else 'BW'} {name} is missing")
+
+    def durations_and_pairs(self) -> None:
+        problem = self.problem
+        pairs: dict[tuple[int, int], list[TimedOp]] = defaultdict(list)
+        for d, ops in enumerate(self.schedule.devices):
+            for t in ops:
+                if t.start < -self.tol:
+                    self.fail(t, d, "starts before time 0")
+                if t.overlap is not None:
+                    pairs[(d, t.overlap)].append(t)
+                    continue
+                c = self.cost(t)
+                expected = {"F": c.F, "B": c.B, "W": c.W, "BW": c.B + c.W}[t.op.kind]
+                rounded = 2 if t.op.kind == "BW" else 1  # a fused backward is B + W, each rounded
+                if abs((t.end - t.start) - expected) > self.tol + rounded * ROUNDING:
+                    self.fail(t, d, f"lasts {t.end - t.start:g}, its cost is {expected:g}")
+        for (d, _), members in pairs.items():
+            first = members[0]
+            if problem.fb_overlap is None:
+                self.fail(first, d, "is marked overlapped but the problem has no fb_overlap")
+            if len(members) != 2:
+                self.fail(first, d, f"overlap group has {len(members)} ops, not an F&B pair")
+            a, b = members
+            kinds = sorted([a.op.kind, b.op.kind])
+            if kinds not in (["B", "F"], ["BW", "F"]):
+                self.fail(first, d, f"an overlapped pair is one F and one B/BW, got {kinds}")
+            if (a.op.pipe, a.op.stage) == (b.op.pipe, b.op.stage):
+                self.fail(first, d, "an overlapped pair must be two different stages")
+            if abs(a.start - b.start) > self.tol or abs(a.end - b.end) > self.tol:
+                self.fail(first, d, "the halves of an overlapped pair must share start and end")
+            if abs((a.end - a.start) - problem.fb_overlap) > self.tol + ROUNDING:
+                self.fail(first, d, f"overlapped pair lasts {a.end - a.start:g}, fb_overlap is {problem.fb_overlap:g}")
+
+    def one_at_a_time(self) -> None:
+        for d, ops in enumerate(self.schedule.devices):
+            previous: TimedOp | None = None
+            for t in ops:
+                if previous is not None:
+                    together = (
+                        t.overlap is not None and t.overlap == previous.overlap
+                    )
+                    if not together and t.start < previous.end - self.tol:
+                        self.fail(t, d, f"overlaps {_name(previous, d)} on the same device")
+                previous = t
+
+    def dependencies(self) -> None:
+        problem = self.problem
+        for d, ops in enumerate(self.schedule.devices):
+            for t in ops:
+                op = t.op
+                stages = problem.pipes[op.pipe].stages
+                q, k, i = op.pipe, op.stage, op.microbatch
+                if op.kind == "F":
+                    needs = [] if k == 0 else [(("F",), k - 1)]
+                elif op.kind == "W":
+                    needs = [(("B",), k)]
+                elif k == len(stages) - 1:
+                    needs = [(("F",), k)]
+                else:
+                    needs = [(("B", "BW"), k + 1)]
+                for kinds, stage in needs:
+                    pred, pred_device = next(
+                        self.where[(kind, q, stage, i)] for kind in kinds if (kind, q, stage, i) in self.where
+                    )
+                    delay = problem.comm if stages[stage].device != stages[k].device else 0.0
+                    slack = self.tol + (ROUNDING if delay else 0.0)
+                    if t.start < pred.end + delay - slack:
+                        self.fail(
+                            t, d,
+                            f"starts before {_name(pred, pred_device)} ends"
+                            + (f" plus comm {delay:g}" if delay else ""),
+                        )
+
+    def device_peak(self, d: int, ops: tuple[TimedOp, ...]) -> tuple[float, float]:
+        """Largest memory level (at equal times releases come before allocations), and how
+        far it may be off by rounding: a step for each forward still holding memory."""
+        events = []  # (time, allocation?, change in memory, change in forwards holding, op)
+        for t in ops:
+            c = self.cost(t)
+            if t.op.kind == "F":
+                events.append((t.start, 1, c.activation, 1, t))
+            else:
+                release = {"B": c.activation - c.residual, "W": c.residual, "BW": c.activation}[t.op.kind]
+                events.append((t.end, 0, -release, 0 if t.op.kind == "B" else -1, t))
+        events.sort(key=lambda e: (e[0], e[1]))
+        level = peak = 0.0
+        holding = most_holding = 0
+        limit = None if self.problem.memory_limit is None else self.problem.memory_limit[d]
+        for _, _, change, held, t in events:
+            level += change
+            holding += held
+            if limit is not None and level > limit * (1 + RELATIVE_TOLERANCE) + 1e-12 + holding * MEMORY_ROUNDING:
+                self.fail(t, d, f"memory reaches {level:g}, above the limit {limit:g}")
+            peak = max(peak, level)
+            most_holding = max(most_holding, holding)
+        return peak, most_holding * MEMORY_ROUNDING
+
+    def memory(self) -> None:
+        found = [self.device_peak(d, ops) for d, ops in enumerate(self.schedule.devices)]
+        self.peaks = [peak for peak, _ in found]
+        self.memory_slack = [slack for _, slack in found]  # per device: how far its reported peak may be off
+
+    def metrics(self) -> None:
+        devices = self.schedule.devices
+        makespan = max(t.end for ops in devices for t in ops)
+        busy = []
+        for ops in devices:
+            total, counted = 0.0, set()
+            for t in ops:
+                if t.overlap is None or t.overlap not in counted:
+                    total += t.end - t.start
+                if t.overlap is not None:
+                    counted.add(t.overlap)
+            busy.append(total)
+        span = max(max(t.end for t in ops) - min(t.start for t in ops) for ops in devices)
+        unit = self.problem.memory_unit()
+        expected = {
+            "makespan": makespan,
+            "bubble_rate": 1 - sum(busy) / (len(devices) * makespan),
+            "span": span,
+            "span_bubble_rate": 1 - max(busy) / span,
+            "peak_memory_x": max(self.peaks) / unit if unit else 0.0,  # U = 0: no activation anywhere
+        }
+        reported = self.schedule.metrics
+        slack = {"peak_memory_x": max(self.memory_slack) / unit if unit else 0.0}
+        for key, value in expected.items():
+            if abs(getattr(reported, key) - value) > 1e-6 * max(1.0, abs(value)) + slack.get(key, 0.0):
+                raise ValidationError(f"reported {key} {getattr(reported, key)!r} but the schedule gives {value!r}")
+        for key, values, slacks in (("busy", busy, [0.0] * len(busy)), ("peak_memory", self.peaks, self.memory_slack)):
+            for d, value in enumerate(values):
+                got = getattr(reported, key)[d]
+                if abs(got - value) > 1e-6 * max(1.0, abs(value)) + slacks[d]:
+                    raise ValidationError(f"reported {key}[{d}] {got!r} but the schedule gives {value!r}")
+
+
+    def solver_claims(self) -> None:
+        """What the file says of its own quality agrees with the schedule: its objective is the
+        schedule's, no valid schedule lies below a lower bound, the gap is the one from that
+        bound, and `optimal` comes with a bound that meets the value. (That the bound itself
+        was proven cannot be checked here.)"""
+        info, objective = self.schedule.solver, self.problem.objective
+        metrics = self.schedule.metrics
+        value = metrics.makespan if objective == "makespan" else metrics.span
+        close = 1e-6 * max(1.0, abs(value))
+        if info.objective is not None and abs(info.objective - value) > close:
+            raise ValidationError(f"solver objective {info.objective:g} but the schedule's {objective} is {value:g}")
+        if info.bound is not None and info.bound > value + close:
+            raise ValidationError(f"solver bound {info.bound:g} is above the schedule's {objective} {value:g}, "
+                                  "which a lower bound never is")
+        if info.bound is not None and info.gap is not None and abs(info.gap - (value - info.bound) / value) > 1e-6:
+            raise ValidationError(f"solver gap {info.gap:g} but (value - bound) / value is "
+                                  f"{(value - info.bound) / value:g}")
+        if info.status == "optimal" and (info.bound is None or value - info.bound > close):
+            raise ValidationError(f"solver status optimal, but its bound {info.bound!r} does not meet the "
+                                  f"schedule's {objective} {value:g}")
+
+
+def validate(schedule: Schedule) -> None:
+    """Raise ValidationError naming the first violated op; return None when all holds."""
+    if any(not ops for ops in schedule.devices):
+        raise ValidationError("a device lists no ops")
+    _Checker(schedule).run()

@@ -1,0 +1,227 @@
+"""A solve from problem to validated schedule (docs/solving.md): checks, starting schedules,
+bounds, the backend, re-timing, validation, and an honest status."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from zbsolve.errors import InfeasibleError, SolverError, UsageError
+from zbsolve.problem.op_graph import OpGraph
+from zbsolve.problem.problem import Problem
+from zbsolve.problem.size import check_size
+from zbsolve.schedule.schedule import Schedule, SolverInfo
+from zbsolve.schedule.validator import validate
+
+from . import (
+    backends,  # noqa: F401  (each registers itself)
+    registry,
+)
+from .bounds import lower_bound as static_bound
+from .result import BackendResult, joined_notes
+from .retiming import retimed
+from .runner import run_in_thread
+from .settings import Progress, RunSettings, check_run_options, runs_deterministic
+from .state import SearchState
+from .view import build_view
+from .warm_start import best_fitting_baseline, hint_from, list_schedule
+
+MIN_BACKEND_S = 1.0  # the backend's least time, however long the starting schedules took
+
+
+def check_solver_options(solver: str, time_limit: float, workers: int, deterministic: bool | None = None,
+                         seed: int = 0) -> None:
+    registry.get(solver)
+    check_run_options(time_limit, workers, deterministic, seed)
+
+
+def minimum_memory(problem: Problem) -> list[float]:
+    """Smallest limit per device that admits any schedule: one microbatch's activation of
+    the pipe that leaves the most on that device (running microbatches one at a time,
+    whole, needs exactly this)."""
+    need = [0.0] * problem.devices
+    for pipe in problem.pipes:
+        per_device = [0.0] * problem.devices
+        for stage in pipe.stages:
+            per_device[stage.device] += problem.stage_costs[stage.cost].activation
+        need = [max(a, b) for a, b in zip(need, per_device)]
+    return need
+
+
+def check_memory_feasible(problem: Problem) -> None:
+    if problem.memory_limit is None:
+        return
+    need = minimum_memory(problem)
+    for d, (limit, minimum) in enumerate(zip(problem.memory_limit, need)):
+        if limit < minimum * (1 - 1e-12):
+            raise InfeasibleError(
+                f"memory limit {limit:g} on device {d} is below what one microbatch needs there "
+                f"({minimum:g}); the smallest limit that works is {problem.memory_text(max(need))}"
+            )
+
+
+def lower_bound(problem: Problem, graph: OpGraph | None = None) -> float:
+    """A proven lower bound on the problem's objective, in its time unit (see `bounds`)."""
+    graph = graph or OpGraph(problem)
+    data = build_view(graph, problem.split_backward, problem.objective)
+    return data.value(static_bound(data))
+
+
+def with_bound(schedule: Schedule, bound: float) -> Schedule:
+    """The schedule with `bound` and its gap to it recorded (for hand-made schedules)."""
+    value = schedule.value
+    gap = (value - bound) / value if value else 0.0
+    return schedule.with_solver(replace(schedule.solver, bound=bound, gap=max(0.0, gap)))
+
+
+def check_solvable(problem: Problem, solver: str) -> None:
+    """What `solve` refuses before any work (a backend that cannot model the problem, a model
+    too large, a memory limit below one microbatch), for a caller that works before it."""
+    _backend_for(problem, solver)
+
+
+def _backend_for(problem: Problem, solver: str) -> tuple[registry.Backend, str | None]:
+    check_size(problem)
+    backend, note = registry.backend_for(problem, solver)
+    check_memory_feasible(problem)
+    return backend, note
+
+
+def solve(
+    problem: Problem,
+    solver: str = "cpsat",
+    *,
+    time_limit: float = 60.0,
+    workers: int | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+    warm_start: bool = True,
+    stop=None,
+    deterministic: bool | None = None,
+    baselines: Sequence[Schedule] | None = None,
+) -> Schedule:
+    """Find a schedule for `problem`; status `optimal` only when the backend proved it.
+
+    `deterministic` (the default with one worker) limits the search by work measures instead
+    of the clock, so that a run repeats exactly on any machine; the wall time can then be
+    several times `time_limit`. Raises InfeasibleError when the problem has no schedule and
+    SolverError when nothing was found in time. `stop` (a threading.Event) ends the search early.
+    `baselines`: the problem's hand-made schedules when the caller has timed them already (a
+    table shows them too); the best within the memory limit is a starting schedule.
+    """
+    began = time.monotonic()
+    workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
+    check_solver_options(solver, time_limit, workers, deterministic, seed)
+    if baselines is not None and any(b.problem != problem for b in baselines):
+        raise UsageError("baselines must be hand-made schedules of the problem being solved")
+    backend, fallback = _backend_for(problem, solver)
+    graph = OpGraph(problem)
+    data = build_view(graph, problem.split_backward, problem.objective)
+    progress = _timed_from(began, progress)
+    settings = RunSettings(time_limit=time_limit, workers=workers, seed=seed, progress=progress,
+                           deterministic=runs_deterministic(workers, deterministic))
+    state = SearchState(data)
+    if stop is not None:
+        state.stop = stop
+    warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
+    bound = data.value(state.lower_bound())
+    # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler
+    # finds a shorter one: the pair searches did better from it (docs/solving.md).
+    paired_start = problem.fb_overlap is not None and warm is not None
+    if warm_start and backend.name != "list" and not paired_start and not _meets(warm, bound):
+        found = list_schedule(graph, data, settings, state)
+        if found is not None and (warm is None or found.value < warm.value):
+            warm = found
+    if progress:  # the search may take a while to report: say where it starts from
+        progress(warm.value if warm is not None else None, bound, 0.0)
+    if _meets(warm, bound):
+        # Nothing can beat it: skip the model (building a large one takes longer than this).
+        proven = BackendResult("optimal", None, None, None, 0.0,
+                               message="the starting schedule meets the lower bound")
+        return _finish(problem, graph, data, settings, state, backend.name, _noted(proven, fallback), warm, began)
+    if warm is not None:
+        hint, state.hint_pairs = hint_from(warm, data)
+        state.hint = hint or None
+        # Only a better schedule is of use: the starting one bounds the objective.
+        state.take_incumbent(-(-graph.ticks(warm.value) // data.unit))
+    budget = settings
+    if not settings.deterministic:  # the limit covers the whole solve, starting schedules included
+        budget = replace(settings, time_limit=max(MIN_BACKEND_S, time_limit - (time.monotonic() - began)))
+    # A backend with no work measure is held to the clock even when deterministic.
+    clocked = not settings.deterministic or not backend.work_limited
+    result = run_in_thread(backend.run, data, budget, state, clocked)
+    return _finish(problem, graph, data, settings, state, backend.name, _noted(result, fallback), warm, began)
+
+
+def _timed_from(began: float, progress: Progress | None) -> Progress | None:
+    """`progress` with every report's time counted from `began`, the solve's start: each
+    backend counts from its own start, after the starting schedules."""
+    if progress is None:
+        return None
+    return lambda best, bound, _elapsed: progress(best, bound, time.monotonic() - began)
+
+
+def _meets(schedule: Schedule | None, bound: float) -> bool:
+    return schedule is not None and schedule.value <= bound * (1 + 1e-12)
+
+
+def _noted(result: BackendResult, note: str | None) -> BackendResult:
+    result.message = joined_notes(note, result.message)
+    return result
+
+
+def _finish(problem, graph, data, settings: RunSettings, state: SearchState, solver: str, result: BackendResult,
+            warm: Schedule | None, began: float) -> Schedule:
+    # The whole solve's time, as its limit counts it. The clock is the one thing a repeated
+    # single-worker run cannot reproduce: leave it out.
+    wall = None if settings.deterministic else round(time.monotonic() - began, 3)
+    info = SolverInfo(solver, result.status, wall_time_s=wall,
+                      time_limit_s=settings.time_limit, message=result.message)
+    if result.status == "infeasible":
+        raise InfeasibleError(f"{solver} proved that no schedule fits the memory limit "
+                              f"{_limit_text(problem)}")
+    if result.starts is None:  # interrupted, proven by the bound, or nothing found in time
+        if warm is None:
+            reason = (
+                "interrupted before" if result.interrupted
+                else f"no schedule found within {settings.time_limit:g} s by"
+            )
+            raise SolverError(f"{reason} {solver}; try a longer --time-limit or a looser --memory")
+        if result.status == "unknown" and not result.interrupted:
+            # The model found nothing in time (very large instances): the starting schedule
+            # is still a validated answer, just not an improved or proven one.
+            why = "" if result.message else f"{solver} found no schedule within {settings.time_limit:g} s: "
+            result = replace(result, status="feasible", message=joined_notes(
+                result.message, f"{why}the starting schedule ({warm.name}) is returned"))
+            info = replace(info, message=result.message)
+        schedule = warm
+    else:
+        schedule = retimed(graph, data, result, "solved")
+    if warm is not None and warm.value < schedule.value:
+        schedule = warm  # the backend stopped early with something worse than the warm start
+        info = replace(info, message=joined_notes(info.message, f"the starting schedule ({warm.name}) is shorter"
+                                                                " and is returned"))
+    validate(schedule)
+    value = schedule.value
+    bound = data.value(state.lower_bound())
+    if result.bound is not None:  # the model's times are whole units: round the bound up
+        bound = max(bound, data.value(math.ceil(result.bound - 1e-6)))
+    bound = min(bound, value)
+    status = "interrupted" if result.interrupted else result.status
+    if status != "optimal" and math.isclose(bound, value, rel_tol=1e-12):
+        status = "optimal"  # the value meets a proven lower bound
+        info = replace(info, message=info.message or "optimality proven by the lower bound")
+    elif status == "optimal" and not math.isclose(bound, value, rel_tol=1e-12):
+        status = "feasible"
+    gap = (value - bound) / value if value else 0.0
+    info = replace(info, status=status, objective=value, bound=bound, gap=gap)
+    return replace(schedule, name="solved", solver=info)
+
+
+def _limit_text(problem: Problem) -> str:
+    if problem.memory_limit is None:
+        return "(none set)"
+    return problem.memory_text(max(problem.memory_limit))

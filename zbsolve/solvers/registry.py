@@ -1,0 +1,83 @@
+"""Solver backends register themselves here; the pipeline and the CLI read only this.
+
+Each backend is a folder under `zbsolve/solvers/` whose `__init__.py` calls `register`;
+`backends.py` imports them. Deleting the folder and its line there removes the backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from zbsolve.errors import UsageError
+from zbsolve.problem.problem import Problem
+from zbsolve.problem.size import SizeError, describe_shape
+
+from .result import BackendResult
+from .settings import RunSettings
+from .state import SearchState
+from .view import ProblemView
+
+Run = Callable[[ProblemView, RunSettings, SearchState], BackendResult]
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    run: Run
+    summary: str  # one line for --help
+    work_limited: bool  # a deterministic solve limits it by work; else it keeps to the clock
+    size: Callable[[Problem], int] | None = None  # what its size limit counts
+    size_limit: int | None = None
+    size_unit: str = "ops"  # what `size` counts, for messages
+    # Above the limit: the backend that answers instead (None: refuse with SizeError).
+    above_limit: str | None = None
+    # Why it cannot model a problem at all (None: it can); checked before any work.
+    refuses: Callable[[Problem], str | None] = lambda _problem: None
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register(backend: Backend) -> None:
+    _BACKENDS[backend.name] = backend
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_BACKENDS)
+
+
+def get(name: str) -> Backend:
+    if name not in _BACKENDS:
+        raise UsageError(f"unknown solver {name!r}; choose one of {', '.join(_BACKENDS)}")
+    return _BACKENDS[name]
+
+
+def registered(name: str) -> bool:
+    return name in _BACKENDS
+
+
+def backend_for(problem: Problem, name: str) -> tuple[Backend, str | None]:
+    """The backend that runs `problem`, and why it is not the one asked for (above its size
+    limit, where it names one to answer instead). Refuses before any work."""
+    backend = get(name)
+    reason = backend.refuses(problem)
+    if reason is not None:
+        raise UsageError(reason)
+    if backend.size is None or backend.size_limit is None:
+        return backend, None
+    size = backend.size(problem)
+    if size <= backend.size_limit:
+        return backend, None
+    if backend.above_limit is not None and registered(backend.above_limit):
+        note = (f"{size:,} {backend.size_unit} are above the {name} model limit of {backend.size_limit:,}: "
+                f"answered by the {backend.above_limit} backend")
+        return get(backend.above_limit), note
+    others = [b for b in _BACKENDS.values() if b.name != name and b.size_limit is not None
+              and b.size is not None and b.size(problem) <= b.size_limit]
+    hint = f"use --solver {others[0].name}, which scales further, or" if others else "use"
+    raise SizeError(
+        f"{describe_shape(problem)} need a {name} model of {size:,} {backend.size_unit}, above its limit of "
+        f"{backend.size_limit:,}: {hint} fewer microbatches (bubble rates settle once M is a few times P), or "
+        f"the hand-made schedules (zbsolve compare --no-solve)"
+    )

@@ -1,0 +1,51 @@
+"""A backend's start times turned into a schedule: its per-device order, re-timed by the
+simulator with the exact costs (docs/design.md, "Time")."""
+
+from __future__ import annotations
+
+from zbsolve.problem.op_graph import Op, OpGraph
+from zbsolve.schedule.schedule import Schedule
+from zbsolve.schedule.simulator import simulate
+
+from .result import BackendResult, partners
+from .view import ProblemView
+
+
+def retimed(graph: OpGraph, data: ProblemView, result: BackendResult, name: str) -> Schedule:
+    """A backend's schedule re-timed with exact costs, in its order: no op starts later.
+    For span, each device's first op stays where the backend put it (starting it earlier
+    could only lengthen that device's span)."""
+    orders = device_orders(result, data)
+    release = None
+    if data.objective == "span":
+        release = {slots[0][0]: result.starts[slots[0][0]] * data.unit for slots in orders if slots}
+    return simulate(graph, orders, name, release=release)
+
+
+def device_orders(result: BackendResult, data: ProblemView) -> list[list[tuple[Op, ...]]]:
+    """Per-device slots in start order; a pair becomes one (F, B or BW) slot, and a split
+    backward whose W the pair absorbed runs as the fused BW."""
+    partner = partners(result.pairs)
+    absorbed = {b.with_kind("W") for _, b in result.pairs}
+
+    def execution_order(op: Op) -> tuple[int, int, bool, int]:
+        # At one start time an op of no length (a W of cost 0) runs first: after a longer op
+        # it would start, and free its memory, only when that op ends. Among ops of no length
+        # at one instant, those that free memory run before forwards, as the models count
+        # them (no dependency runs the other way there: no forward has length 0).
+        length = data.pair_duration if op in partner else data.duration[op]
+        return result.starts[op], result.starts[op] + length, op.kind == "F", data.rank[op]
+
+    orders = []
+    for ops in data.device_ops:
+        slots = []
+        for op in sorted(ops, key=execution_order):
+            if op in absorbed or (op in partner and op.kind != "F"):
+                continue
+            if op in partner:
+                b = partner[op]
+                slots.append((op, b.with_kind("BW")))
+            else:
+                slots.append((op,))
+        orders.append(slots)
+    return orders
