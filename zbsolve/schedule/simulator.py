@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from zbsolve.errors import ScheduleError
-from zbsolve.problem.op_graph import Event, Op, OpGraph
+from zbsolve.problem.op_graph import Op, OpGraph
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Metrics, Schedule, Slot, SolverInfo, TimedOp
+from zbsolve.schedule.timing import DeadlockError, earliest_times
 
 # A timed slot on the grid: (ops, start tick, end tick).
 TickSlot = tuple[Slot, int, int]
@@ -81,53 +82,15 @@ def time_orders(
     orders: Sequence[Sequence[Slot]],
     release: Mapping[Op, int] | None = None,
 ) -> list[list[TickSlot]]:
-    """Start every slot as early as its device and its dependencies allow (in ticks).
+    """Start every slot as early as its device and its dependencies allow (in ticks)."""
 
-    Event-driven: a device whose next slot waits for an event is woken when that event is
-    produced, so the work grows with the ops, not with devices times rounds (sweeping every
-    device until one moved took minutes for a long pipe of few microbatches)."""
-    devices = len(orders)
-    done: dict[Event, int] = {}
-    position = [0] * devices
-    free = [0] * devices
-    timed: list[list[TickSlot]] = [[] for _ in range(devices)]
-    waiting: dict[Event, list[int]] = {}
-    awake = list(range(devices - 1, -1, -1))
-    while awake:
-        d = awake.pop()
-        order = orders[d]
-        while position[d] < len(order):
-            slot = order[position[d]]
-            start, missing = _ready_time(graph, slot, done, free[d])
-            if missing is not None:
-                waiting.setdefault(missing, []).append(d)
-                break
-            if release:
-                start = max(start, max(release.get(op, 0) for op in slot))
-            end = start + (graph.fb_overlap if len(slot) == 2 else graph.duration(slot[0]))
-            for op in slot:
-                event = graph.produces(op)
-                if event is not None:
-                    done[event] = end
-                    awake.extend(waiting.pop(event, ()))
-            timed[d].append((slot, start, end))
-            free[d] = end
-            position[d] += 1
-    if any(position[d] < len(orders[d]) for d in range(devices)):
-        raise ScheduleError(_deadlock_message(graph, orders, position, done))
-    return timed
+    def length(slot: Slot) -> int:
+        return graph.fb_overlap if len(slot) == 2 else graph.duration(slot[0])
 
-
-def _ready_time(graph: OpGraph, slot: Slot, done: Mapping[Event, int], free: int) -> tuple[int, Event | None]:
-    """The slot's earliest start, or an event it still waits for."""
-    ready = free
-    for op in slot:
-        for event, delay in graph.requirements(op):
-            finished = done.get(event)
-            if finished is None:
-                return ready, event
-            ready = max(ready, finished + delay)
-    return ready, None
+    try:
+        return earliest_times(orders, graph.requirements, graph.produces, length, release)
+    except DeadlockError as stuck:
+        raise ScheduleError(_deadlock_message(graph, orders, stuck.position, stuck.done)) from None
 
 
 def _deadlock_message(graph: OpGraph, orders, position, done) -> str:

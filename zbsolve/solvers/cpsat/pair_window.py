@@ -19,6 +19,7 @@ import random
 from ortools.sat.python import cp_model
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.schedule.timing import DeadlockError, earliest_times
 from zbsolve.solvers.result import partners
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
@@ -48,31 +49,33 @@ def compressed(data: ProblemView, starts: dict[Op, int], pairs: set[tuple[Op, Op
     partner = partners(pairs)
     absorbed = {b.with_kind("W"): b for _, b in pairs} if data.split else {}
     waits = model_waits(data) if waits is None else waits
-    free_at = [0] * len(data.device_ops)
+    orders = []
+    for ops in data.device_ops:
+        slots = []
+        for op in sorted(ops, key=lambda op: (starts[op], data.rank[op])):
+            if op in absorbed or (op in partner and op.kind != "F"):
+                continue  # an absorbed W occupies nothing; a pair's backward goes with its F
+            slots.append((op, partner[op]) if op in partner else (op,))
+        orders.append(slots)
+
+    def length(slot: tuple[Op, ...]) -> int:
+        return data.pair_duration if len(slot) == 2 else data.duration[slot[0]]
+
+    # An absorbed W's result is its pair's end: waiting on the W waits on the pair.
+    try:
+        timed = earliest_times(orders, lambda op: [(absorbed.get(p, p), d) for p, d in waits[op]], lambda op: op,
+                               length)
+    except DeadlockError:
+        return None
     new: dict[Op, int] = {}
     end: dict[Op, int] = {}
-
-    def ready(op: Op) -> int | None:
-        if any(p not in end for p, _ in waits[op]):
-            return None
-        return max((end[p] + delay for p, delay in waits[op]), default=0)
-
-    for op in sorted(data.ops, key=lambda op: (starts[op], data.rank[op])):
-        if op in new:
-            continue
-        group = (op, partner[op]) if op in partner else (op,)
-        times = [ready(x) for x in group]
-        if None in times:
-            return None
-        if op in absorbed:  # it occupies nothing; it ends when its pair does
-            new[op], end[op] = max(times[0], end[absorbed[op]]), end[absorbed[op]]
-            continue
-        d = data.graph.device(op)
-        at = max(free_at[d], *times)
-        length = data.pair_duration if op in partner else data.duration[op]
-        for x in group:
-            new[x], end[x] = at, at + length
-        free_at[d] = at + length
+    for device in timed:
+        for slot, at, finish in device:
+            for x in slot:
+                new[x], end[x] = at, finish
+    for w, b in absorbed.items():  # it ends when its pair does
+        ready = max((end[p] + delay for p, delay in waits[w]), default=0)
+        new[w], end[w] = max(ready, end[b]), end[b]
     return new, end
 
 

@@ -23,6 +23,7 @@ import time
 from ortools.sat.python import cp_model
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.schedule.timing import earliest_times
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import ProblemView
@@ -87,16 +88,10 @@ def releases(data: ProblemView, starts: dict[Op, int]) -> dict[Op, int]:
 
 def compressed(data: ProblemView, starts: dict[Op, int], release: dict[Op, int] | None = None) -> dict[Op, int]:
     """Every op as early as its dependencies, its device's order and its release (if any) allow."""
-    release = release or {}
-    free_at = [0] * len(data.device_ops)
-    new: dict[Op, int] = {}
-    for op in sorted(data.ops, key=lambda op: (starts[op], data.rank[op])):
-        d = data.graph.device(op)
-        earliest = max([free_at[d], release.get(op, 0)]
-                       + [new[p] + data.duration[p] + delay for p, delay in data.predecessors[op]])
-        new[op] = earliest
-        free_at[d] = earliest + data.duration[op]
-    return new
+    orders = [[(op,) for op in sorted(ops, key=lambda op: (starts[op], data.rank[op]))] for ops in data.device_ops]
+    timed = earliest_times(orders, lambda op: data.predecessors[op], lambda op: op,
+                           lambda slot: data.duration[slot[0]], release)
+    return {slot[0]: start for device in timed for slot, start, _ in device}
 
 
 def _reorder(data: ProblemView, settings: RunSettings, starts: dict[Op, int], free: list[Op], seconds: float,
