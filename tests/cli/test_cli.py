@@ -65,7 +65,7 @@ def test_placement_baselines_write_files_that_validate(capsys, tmp_path, name, p
 def test_solve_with_overlap_writes_pairs_that_validate_and_export(capsys, tmp_path):
     out_json, out_csv = tmp_path / "v.json", tmp_path / "v.csv"
     code, out, _ = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--placement", "vshape",
-                       "--fb-overlap", "1.2", "--time-limit", "10", "-q", "-o", str(out_json),
+                       "--fb-overlap", "1.2", "--time-limit", "3", "-q", "-o", str(out_json),
                        "--torch-csv", str(out_csv))
     assert code == 0
     data = json.loads(out_json.read_text())

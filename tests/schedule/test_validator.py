@@ -66,7 +66,7 @@ def test_op_outside_the_problem(schedule, pipe, stage, microbatch):
 
 
 def test_float_noise_is_measured_against_the_schedule_length():
-    """The tolerance is relative (1e-9 of the latest end): at times of 1e6 an op may start
+    """The tolerance is relative (1e-9 of the schedule's extent): at times of 1e6 an op may start
     that much before the op ahead of it ends, as float sums drift there, and no more."""
     s = run_baseline("zb-h1", uniform(3, 4, F=1e6, B=1e6, W=1e6))
     tol = RELATIVE_TOLERANCE * s.metrics.makespan
@@ -263,3 +263,45 @@ def test_solver_claims_must_agree_with_the_schedule(schedule, claims, message):
     validate(replace(schedule, solver=honest))
     with pytest.raises(ValidationError, match=message):
         validate(replace(schedule, solver=replace(honest, **claims)))
+
+
+def shifted(s, by):
+    """The schedule with every op moved by `by` and its metrics to match."""
+    devices = tuple(tuple(replace(t, start=t.start + by, end=t.end + by) for t in ops) for ops in s.devices)
+    m = s.metrics
+    span = m.span
+    makespan = m.makespan + by
+    busy = sum(m.busy)
+    metrics = replace(m, makespan=makespan, bubble_rate=1 - busy / (len(devices) * makespan))
+    assert metrics.span == span
+    return replace(s, devices=devices, metrics=metrics, solver=replace(s.solver, objective=None, bound=None, gap=None))
+
+
+def test_the_tolerance_does_not_grow_with_where_the_schedule_lies_in_time(schedule):
+    far = shifted(schedule, 1e12)
+    validate(far)  # times on the grid are exact at 1e12 (below 2**52)
+    device = far.devices[1]
+    index = next(n for n in range(1, len(device)) if device[n].start == device[n - 1].end)
+    t = device[index]
+    with pytest.raises(ValidationError, match="overlaps"):
+        validate(mutate(far, 1, index, start=t.start - 0.5, end=t.end - 0.5))
+    w = next(n for n, t in enumerate(device) if t.op.kind == "W")
+    with pytest.raises(ValidationError, match=r"W .*: lasts 0\.(6|59).*, its cost is 1"):
+        validate(mutate(far, 1, w, end=device[w].start + 0.6))
+    f = next(n for n, t in enumerate(far.devices[1]) if t.op.kind == "F")  # stage 1's F waits for stage 0's
+    start = far.devices[0][0].start
+    moved = mutate(far, 1, f, start=start, end=start + 1)
+    with pytest.raises(ValidationError):
+        validate(moved)
+
+
+def test_a_schedule_shifted_beyond_float_resolution_is_refused_not_a_crash(schedule):
+    with pytest.raises(ValidationError, match="lasts 0"):
+        validate(shifted(schedule, 5e307))
+
+
+def test_ops_listed_out_of_order_are_said_to_be(schedule):
+    ops = list(schedule.devices[0])
+    ops[0], ops[1] = ops[1], ops[0]  # disjoint times, swapped in the list
+    with pytest.raises(ValidationError, match="is listed after .* but runs before it"):
+        validate(with_ops(schedule, 0, ops))

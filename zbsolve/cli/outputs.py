@@ -71,7 +71,7 @@ def check_outputs(args: argparse.Namespace, problem: Problem) -> None:
     outputs = requested_outputs(args)
     check_separate({"--profile": getattr(args, "profile", None)}, outputs)
     for path in outputs.values():
-        if path:
+        if path is not None:  # an empty name is refused, not taken as no file
             check_writable(path)
     if getattr(args, "plot", None):
         from zbsolve.plots.schedule_plot import check_plot_path

@@ -95,13 +95,25 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.6g}"
 
 
+# A second Ctrl-C this soon after the first is the same interruption delivered again (a
+# terminal or `timeout` signals the process and then its whole group), not a second request.
+REPEAT_WINDOW_S = 1.0
+
+
 def install_stop_handlers() -> threading.Event:
-    """Ctrl-C / SIGTERM ask the solver to stop and keep the best schedule found so far."""
+    """Ctrl-C / SIGTERM ask the solver to stop and keep the best schedule found so far. A
+    second Ctrl-C, a second later or more, quits at once; SIGTERM never does (it asks for
+    the graceful stop, however often it comes)."""
     stop = threading.Event()
+    first: list[float] = []
 
     def handler(signum, frame) -> None:
+        now = time.monotonic()
         if stop.is_set():
-            raise KeyboardInterrupt
+            if signum == signal.SIGINT and first and now - first[0] >= REPEAT_WINDOW_S:
+                raise KeyboardInterrupt
+            return
+        first.append(now)
         stop.set()
         sys.stderr.write("\nzbsolve: stopping the solver, keeping the best schedule so far...\n")
 
@@ -113,8 +125,8 @@ def install_stop_handlers() -> threading.Event:
 def solve_with_progress(problem: Problem, args: argparse.Namespace,
                         baselines: list[Schedule] | None = None) -> Schedule:
     """Solve with live progress on stderr; Ctrl-C keeps the best schedule found so far."""
-    if args.solver == "cpsat" and problem.fb_overlap is not None and runs_deterministic(args.workers,
-                                                                                        args.deterministic):
+    pairs_may_form = problem.fb_overlap is not None and problem.overlap_range() is not None
+    if args.solver == "cpsat" and pairs_may_form and runs_deterministic(args.workers, args.deterministic):
         # With pairs a work unit can take many seconds of wall time.
         print(f"zbsolve {args.command}: note: with one worker the search is limited by CP-SAT's work measure, "
               "which runs far slower than the clock with F&B pairs: this solve may take several times "
@@ -156,7 +168,8 @@ def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> 
     group.add_argument("--time-limit", type=float, default=default_time, metavar="S",
                        help=f"seconds before the best schedule found is returned (default {default_time:g}); "
                             "with --deterministic, CP-SAT work units instead (a unit is about a second, far more with "
-                            "--fb-overlap), and the clock stops the solve at 4 times the limit plus 10 s")
+                            "--fb-overlap), and the clock stops the solve at 4 times the limit plus 10 s with pairs, "
+                            "20 times plus 60 s without")
     group.add_argument("--workers", type=int, default=2, metavar="N", help="solver threads (default 2)")
     group.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
                        help="limit the search by work measures, not the clock, so that a run repeats exactly "

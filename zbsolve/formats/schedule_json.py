@@ -11,12 +11,19 @@ from typing import Any
 from zbsolve.errors import MissingFileError, ProblemError, ScheduleFileError
 from zbsolve.formats.atomic_files import write_atomic
 from zbsolve.problem.op_graph import KINDS, Op
+from zbsolve.problem.placements import build_pipes, parse_placement
 from zbsolve.problem.problem import Pipe, Problem, Stage, StageCost, finite
 from zbsolve.schedule.schedule import STATUSES, Metrics, Schedule, SolverInfo, TimedOp
 
 FORMAT = "zbsolve-schedule"
 VERSION = 1
 COST_KEYS = ("F", "B", "W", "activation", "residual")
+FILE_KEYS = ("format", "version", "name", "problem", "devices", "metrics", "solver")
+PROBLEM_KEYS = ("devices", "microbatches", "time_unit", "placement", "split_backward", "fb_overlap", "comm",
+                "objective", "stage_costs", "pipes", "memory_limit")
+OP_KEYS = ("kind", "pipe", "stage", "microbatch", "start", "end", "overlap")
+METRIC_KEYS = ("makespan", "bubble_rate", "span", "span_bubble_rate", "busy", "peak_memory", "peak_memory_x")
+SOLVER_KEYS = ("name", "status", "objective", "bound", "gap", "wall_time_s", "time_limit_s", "message")
 
 
 def json_schema() -> dict:
@@ -116,6 +123,15 @@ def _get(obj: Any, key: str, where: str) -> Any:
     return obj[key]
 
 
+def _known(obj: Any, allowed: tuple[str, ...], where: str) -> None:
+    """Refuse keys the format does not have: a misspelt or foreign key would be ignored."""
+    if isinstance(obj, dict):
+        unknown = sorted(set(obj) - set(allowed))
+        if unknown:
+            raise ScheduleFileError(f"unknown key {where}.{unknown[0]} "
+                                    f"(a schedule file has {', '.join(allowed)} there)")
+
+
 def _typed(value: Any, kinds: tuple, where: str, what: str) -> Any:
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
         raise ScheduleFileError(f"{where} must be {what}, got {value!r}")
@@ -141,13 +157,18 @@ def _list(value: Any, where: str) -> list:
 
 
 def problem_from_dict(data: Any, where: str = "problem") -> Problem:
+    _known(data, PROBLEM_KEYS, where)
     costs = []
     for j, c in enumerate(_list(_get(data, "stage_costs", where), f"{where}.stage_costs")):
         at = f"{where}.stage_costs[{j}]"
+        _known(c, COST_KEYS, at)
         costs.append(StageCost(**{k: _number(_get(c, k, at), f"{at}.{k}") for k in COST_KEYS}))
     pipes = []
     for q, p in enumerate(_list(_get(data, "pipes", where), f"{where}.pipes")):
         at = f"{where}.pipes[{q}]"
+        _known(p, ("stages", "microbatches"), at)
+        for k, stage in enumerate(_list(_get(p, "stages", at), f"{at}.stages")):
+            _known(stage, ("device", "cost"), f"{at}.stages[{k}]")
         stages = tuple(
             Stage(_int(_get(s, "device", f"{at}.stages[{k}]"), f"{at}.stages[{k}].device"),
                   _int(_get(s, "cost", f"{at}.stages[{k}]"), f"{at}.stages[{k}].cost"))
@@ -159,8 +180,9 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
     if limit is not None:
         limit = tuple(_number(v, f"{where}.memory_limit[]") for v in _list(limit, f"{where}.memory_limit"))
     split = _typed(_get(data, "split_backward", where), (bool,), f"{where}.split_backward", "true or false")
+    placement = _typed(data.get("placement", "custom"), (str,), f"{where}.placement", "a string")
     try:
-        return Problem(
+        problem = Problem(
             devices=_int(_get(data, "devices", where), f"{where}.devices"),
             microbatches=_int(_get(data, "microbatches", where), f"{where}.microbatches"),
             stage_costs=tuple(costs),
@@ -171,15 +193,35 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
             fb_overlap=_number(_get(data, "fb_overlap", where), f"{where}.fb_overlap", optional=True),
             objective=_typed(_get(data, "objective", where), (str,), f"{where}.objective", "a string"),
             time_unit=_typed(_get(data, "time_unit", where), (str,), f"{where}.time_unit", "a string"),
-            placement=_typed(data.get("placement", "custom"), (str,), f"{where}.placement", "a string"),
+            placement=placement,
         )
     except ProblemError as error:
         raise ScheduleFileError(f"{where}: {error}") from None
+    _check_placement(problem, where)
+    return problem
+
+
+def _check_placement(problem: Problem, where: str) -> None:
+    """A named placement must be one zbsolve knows, and the pipes must be laid out as it
+    says; `custom` takes any pipes."""
+    if problem.placement == "custom":
+        return
+    try:
+        named, _ = build_pipes(parse_placement(problem.placement), problem.devices, problem.microbatches)
+    except ProblemError as error:
+        raise ScheduleFileError(f"{where}.placement: {error}") from None
+    def layout(pipes) -> list:
+        return [([s.device for s in p.stages], list(p.microbatches)) for p in pipes]
+
+    if layout(problem.pipes) != layout(named):
+        raise ScheduleFileError(f"{where}.placement is {problem.placement!r}, but the pipes are not laid out that "
+                                "way (write \"custom\" for pipes of your own)")
 
 
 def schedule_from_dict(data: Any) -> Schedule:
     if not isinstance(data, dict):
         raise ScheduleFileError("a schedule file holds one JSON object")
+    _known(data, FILE_KEYS, "file")
     if data.get("format") != FORMAT:
         raise ScheduleFileError(f"not a zbsolve schedule file (format is {data.get('format')!r}, expected {FORMAT!r})")
     version = data.get("version")
@@ -194,7 +236,9 @@ def schedule_from_dict(data: Any) -> Schedule:
         if _int(_get(entry, "device", at), f"{at}.device") != d:
             raise ScheduleFileError(f"{at}.device must be {d}")
         ops = []
+        _known(entry, ("device", "ops"), at)
         for j, o in enumerate(_list(_get(entry, "ops", at), f"{at}.ops")):
+            _known(o, OP_KEYS, f"{at}.ops[{j}]")
             here = f"{at}.ops[{j}]"
             kind = _get(o, "kind", here)
             if kind not in KINDS:
@@ -211,6 +255,7 @@ def schedule_from_dict(data: Any) -> Schedule:
     if len(devices) != problem.devices:
         raise ScheduleFileError(f"devices lists {len(devices)} devices, the problem has {problem.devices}")
     m = _get(data, "metrics", "file")
+    _known(m, METRIC_KEYS, "metrics")
     metrics = Metrics(
         makespan=_number(_get(m, "makespan", "metrics"), "metrics.makespan"),
         bubble_rate=_number(_get(m, "bubble_rate", "metrics"), "metrics.bubble_rate"),
@@ -221,6 +266,7 @@ def schedule_from_dict(data: Any) -> Schedule:
         peak_memory_x=_number(m.get("peak_memory_x", 0.0), "metrics.peak_memory_x"),
     )
     s = _get(data, "solver", "file")
+    _known(s, SOLVER_KEYS, "solver")
     status = _get(s, "status", "solver")
     if status not in STATUSES:
         raise ScheduleFileError(f"solver.status must be one of {', '.join(STATUSES)}, got {status!r}")
@@ -257,6 +303,8 @@ def read_schedule(path: str | os.PathLike) -> Schedule:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ScheduleFileError(f"{path}: not valid JSON (truncated?): {error}") from None
+    except RecursionError:
+        raise ScheduleFileError(f"{path}: nested too deeply to be a schedule file") from None
     try:
         return schedule_from_dict(data)
     except ScheduleFileError as error:

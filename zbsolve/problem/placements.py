@@ -100,8 +100,10 @@ def parse_memory(
     if isinstance(text, (list, tuple)):
         return tuple(float(v) for v in text)
     value = str(text).strip().lower()
-    if value in ("none", ""):
+    if value == "none":
         return None
+    if not value:
+        raise ProblemError(f"memory is empty: give {MEMORY_HELP}")
     try:
         if value.endswith("x"):
             factor = float(value[:-1])

@@ -154,4 +154,6 @@ def load_profile(path: str | os.PathLike) -> Profile:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ProfileError(f"profile {path}: not valid JSON: {error}") from None
+    except RecursionError:
+        raise ProfileError(f"profile {path}: nested too deeply to be a profile") from None
     return profile_from_dict(data, f"profile {path}")

@@ -142,6 +142,10 @@ def solve(
         proven = BackendResult("optimal", None, None, None, 0.0,
                                message="the starting schedule meets the lower bound")
         return _finish(problem, graph, data, settings, state, backend.name, _noted(proven, fallback), warm, began)
+    if state.stop.is_set() and warm is not None:  # interrupted during the start: no model to build
+        stopped = BackendResult("feasible", None, None, None, 0.0, interrupted=True,
+                                message="interrupted before the search began")
+        return _finish(problem, graph, data, settings, state, backend.name, _noted(stopped, fallback), warm, began)
     if warm is not None:
         hint, state.hint_pairs = hint_from(warm, data)
         state.hint = hint or None

@@ -1,6 +1,7 @@
 """Fuzzing the readers: whatever a file holds, they answer with a zbsolve error or a value."""
 
 import json
+import re
 
 import pytest
 from helpers import REPO_ROOT, mutated, uniform
@@ -93,3 +94,54 @@ def test_truncated_schedule_files_are_refused(tmp_path_factory, cut):
     path.write_text(SCHEDULE_TEXT[:cut])
     with pytest.raises(ZbsolveError):
         read_schedule(path)
+
+
+def _place(document, path):
+    for key in path:
+        document = document[key]
+    return document
+
+
+OBJECT_PATHS = [p for p in paths(SCHEDULE) if isinstance(_place(SCHEDULE, p), dict)]
+
+
+@settings(max_examples=200)
+@given(where=st.sampled_from(OBJECT_PATHS), key=st.text(min_size=1, max_size=8), value=json_values)
+def test_a_key_the_format_does_not_have_is_refused_by_name(where, key, value):
+    document = json.loads(SCHEDULE_TEXT)
+    place = _place(document, where)
+    if key in place:
+        return  # replacing a known key is the other test's
+    place[key] = value
+    with pytest.raises(ZbsolveError, match=f"unknown key .*{re.escape(key)}"):
+        schedule_from_dict(document)
+
+
+@pytest.mark.parametrize("opening", ["[", '{"a":'])
+@pytest.mark.parametrize("reader", [read_schedule, load_profile])
+def test_deeply_nested_input_is_refused_in_one_line(tmp_path, opening, reader):
+    path = tmp_path / "deep.json"
+    closing = "]" if opening == "[" else "}"
+    path.write_text(opening * 100_000 + "1" + closing * 100_000)
+    with pytest.raises(ZbsolveError, match="nested too deeply"):
+        reader(path)
+
+
+def test_a_huge_flat_input_is_refused_without_a_crash(tmp_path):
+    path = tmp_path / "huge.json"
+    path.write_text("[" + ",".join(["1"] * 1_000_000) + "]")
+    for reader in (read_schedule, load_profile):
+        with pytest.raises(ZbsolveError):
+            reader(path)
+
+
+def test_an_unknown_placement_name_and_a_misnamed_layout_are_refused():
+    document = json.loads(SCHEDULE_TEXT)
+    document["problem"]["placement"] = "zigzag"
+    with pytest.raises(ZbsolveError, match="problem.placement: placement must be"):
+        schedule_from_dict(document)
+    document["problem"]["placement"] = "single"  # the pipes are DualPipe's
+    with pytest.raises(ZbsolveError, match="not laid out that way"):
+        schedule_from_dict(document)
+    document["problem"]["placement"] = "custom"
+    schedule_from_dict(document)
