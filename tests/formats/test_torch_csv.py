@@ -45,3 +45,4 @@ def test_every_one_pipe_schedule_passes_torchs_checks(problem):
         if not schedule.over_memory_limit():
             check_with_torch(schedule)
     check_with_torch(solve(problem, "list", time_limit=5, workers=1))
+

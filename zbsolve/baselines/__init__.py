@@ -25,6 +25,14 @@ def _needs_whole_rounds(problem: Problem) -> str | None:
     return None
 
 
+def _needs_whole_rounds_of_zb(problem: Problem) -> str | None:
+    rounds = max(1, problem.microbatches // problem.devices)
+    if problem.microbatches % rounds:
+        return (f"needs the number of microbatches ({problem.microbatches}) to be a multiple of its number of "
+                f"rounds ({rounds}, M // P)")
+    return None
+
+
 def _needs_two_p_microbatches(problem: Problem) -> str | None:
     if problem.microbatches < 2 * problem.devices:
         return f"needs at least 2P = {2 * problem.devices} microbatches, got {problem.microbatches}"
@@ -55,6 +63,9 @@ BASELINES: dict[str, Baseline] = {
         Baseline("zb-h1", "ZB-H1", single.zb_h1, "single", (_needs_split,)),
         Baseline("zb-h2", "ZB-H2", single.zb_h2, "single", (_needs_split,)),
         Baseline("interleaved", "interleaved 1F1B", chunked.interleaved_1f1b, "interleaved", (_needs_whole_rounds,)),
+        Baseline("interleaved-zb", "interleaved zero bubble", chunked.interleaved_zb, "interleaved",
+                 (_needs_split, _needs_whole_rounds_of_zb)),
+        Baseline("looped-bfs", "looped BFS", chunked.looped_bfs, "interleaved"),
         Baseline("zb-v", "ZB-V", chunked.zb_v, "vshape", (_needs_split,)),
         Baseline("dualpipe", "DualPipe", dualpipe.dualpipe, "bidirectional", (_needs_split, _needs_two_p_microbatches)),
         Baseline("dualpipev", "DualPipeV", dualpipe.dualpipe_v, "vshape", (_needs_split, _needs_two_p_microbatches)),

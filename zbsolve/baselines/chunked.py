@@ -90,3 +90,64 @@ def zb_v(problem: Problem) -> list[list[Op]]:
             run("W", 0)
         orders.append([Op(kind, 0, stage[c], mbs[i]) for kind, c, i in order if i < len(mbs)])
     return orders
+
+
+def looped_bfs(problem: Problem) -> list[list[Op]]:
+    """Breadth-first pipeline parallelism (Lamy-Poirier 2023, torch's ScheduleLoopedBFS) with
+    fused backward: each rank runs every microbatch through its first chunk, then its next,
+    and the backwards chunk by chunk from the last, latest microbatch first."""
+    P = problem.devices
+    V = len(problem.pipes[0].stages) // P
+    mbs = list(problem.pipes[0].microbatches)
+    orders = []
+    for r in range(P):
+        chunks = [c * P + r for c in range(V)]
+        order = [Op("F", 0, stage, i) for stage in chunks for i in mbs]
+        order += [Op("BW", 0, stage, i) for stage in reversed(chunks) for i in reversed(mbs)]
+        orders.append(order)
+    return orders
+
+
+def interleaved_zb(problem: Problem) -> list[list[Op]]:
+    """The interleaved zero-bubble order that torch (ScheduleInterleavedZeroBubble) and
+    Megatron ship: interleaved 1F1B with split backward (ZB-1P, Qi et al. 2024).
+
+    Microbatches go in rounds of R = M / max(1, M // P). Rank r warms up with (V - 1) R +
+    P - 1 - r forwards; then each step runs a forward and an input gradient (B), chunks
+    advancing every R steps (forwards from the first chunk, backwards from the last), and,
+    after the first r steps, the weight gradient (W) of the oldest B still without one; the
+    cool-down runs the remaining B's, each followed by an outstanding W, then the rest."""
+    P = problem.devices
+    V = len(problem.pipes[0].stages) // P
+    mbs = list(problem.pipes[0].microbatches)
+    per_round = len(mbs) // max(1, len(mbs) // P)
+    return [_interleaved_zb_rank(r, P, V, mbs, per_round) for r in range(P)]
+
+
+def _interleaved_zb_rank(r: int, P: int, V: int, mbs: list[int], per_round: int) -> list[Op]:
+    total = V * len(mbs)
+    warmup = min((V - 1) * per_round + P - 1 - r, total)
+    counter: dict[tuple[str, int], int] = {}
+    order: list[Op] = []
+    backwards: list[int] = []  # the stage of each B run, for its W in the same order
+
+    def run(kind: str, stage: int) -> None:
+        i = counter.get((kind, stage), 0)
+        counter[(kind, stage)] = i + 1
+        order.append(Op(kind, 0, stage, mbs[i]))
+
+    weights = 0
+    for step in range(total + warmup):
+        if step < total:  # forwards advance a chunk every round, from the first
+            run("F", (step // per_round) % V * P + r)
+        if step < warmup:
+            continue
+        stage = (V - 1 - (step - warmup) // per_round % V) * P + r  # backwards from the last chunk
+        run("B", stage)
+        backwards.append(stage)
+        if step - warmup >= r:
+            run("W", backwards[weights])
+            weights += 1
+    for stage in backwards[weights:]:
+        run("W", stage)
+    return order

@@ -13,17 +13,18 @@ from zbsolve.baselines.reference import one_f_one_b_reference
 from zbsolve.errors import UsageError, ValidationError
 from zbsolve.formats.atomic_files import check_separate, check_writable
 from zbsolve.formats.chrome_trace import chrome_trace, write_chrome_trace
-from zbsolve.formats.schedule_json import read_schedule
 from zbsolve.formats.torch_csv import torch_csv, write_torch_csv
 from zbsolve.runtime.profiling import DTYPES
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import check_solvable, check_solver_options
 
+from .inputs import read_any
 from .options import add_problem_options, problem_from_args
 from .outputs import (
     baseline_rows,
     check_outputs,
     describe_problem,
+    given_rows,
     print_comparison,
     reference_of,
     requested_outputs,
@@ -32,13 +33,16 @@ from .outputs import (
 from .solve import add_solver_options, register_solve, solve_with_progress
 from .table import comparison_table
 
+SCHEDULE_FILE_HELP = ("a zbsolve schedule file (JSON), or a torch compute_only CSV (.csv) timed on the problem "
+                      "the options below give")
+
 
 def run_plot(args: argparse.Namespace) -> int:
     from zbsolve.plots.schedule_plot import check_plot_path, plot
 
     check_plot_path(args.output)
     check_separate({"the schedule file": args.file}, {"-o": args.output})
-    schedule = read_schedule(args.file)
+    schedule = read_any(args.file, args)
     validate(schedule)
     reference = one_f_one_b_reference(schedule.problem) if args.reference == "1f1b" else None
     if args.reference == "1f1b" and reference is None:
@@ -77,14 +81,14 @@ def run_compare(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     if not args.no_solve:
         check_solvable(problem, args.solver)  # before the hand-made schedules are timed
-    timed = baseline_rows(problem)  # once, for the table and the solve's start
+    timed = baseline_rows(problem) + given_rows(args.schedule, args, problem, "compare")  # the table and the start
     solved = [] if args.no_solve else [solve_with_progress(problem, args, timed)]
     print_comparison("compare", problem, solved, timed)
     return 130 if solved and solved[0].solver.status == "interrupted" else 0
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    schedule = read_schedule(args.file)
+    schedule = read_any(args.file, args)
     try:
         validate(schedule)
     except ValidationError as error:
@@ -104,7 +108,7 @@ def run_export(args: argparse.Namespace) -> int:
     if not to_stdout:
         check_separate({"the schedule file": args.file}, {"-o": args.output})
         check_writable(args.output)
-    schedule = read_schedule(args.file)
+    schedule = read_any(args.file, args)
     validate(schedule)
     if to_stdout:
         sys.stdout.write(torch_csv(schedule) if args.format == "torch-csv"
@@ -164,12 +168,17 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     add_problem_options(p)
     add_solver_options(p, 10.0)
     p.add_argument("--no-solve", action="store_true", help="only the hand-made schedules")
+    p.add_argument("--schedule", metavar="FILE", action="append",
+                   help="a schedule of this problem to compare too (JSON, or a torch compute_only CSV); the solve "
+                        "starts from it where it fits; may be given more than once")
 
     p = command("validate", "check a schedule file independently; names the first violated op", run_validate)
-    p.add_argument("file")
+    p.add_argument("file", help=SCHEDULE_FILE_HELP)
+    add_problem_options(p)
 
     p = command("plot", "draw a schedule file: Gantt chart and memory per device, beside 1F1B", run_plot)
-    p.add_argument("file")
+    p.add_argument("file", help=SCHEDULE_FILE_HELP)
+    add_problem_options(p)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="a .png, .svg or .pdf file")
     p.add_argument("--reference", choices=("1f1b", "none"), default="1f1b",
                    help="draw 1F1B on the single chain beside it, on one time axis (default 1f1b)")
@@ -189,7 +198,8 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON (models/ format)")
 
     p = command("export", "convert a schedule file to another tool's format", run_export)
-    p.add_argument("file")
+    p.add_argument("file", help=SCHEDULE_FILE_HELP)
+    add_problem_options(p)
     p.add_argument("--format", required=True, choices=("torch-csv", "chrome-trace"))
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write; - for standard output")
 

@@ -109,3 +109,22 @@ def print_comparison(command: str, problem: Problem, solved: list[Schedule], tim
     print(comparison_table(solved + rows, reference))
     for name, reason in left_out(problem):
         print(f"zbsolve {command}: note: {name} is not in the table: it {reason}", file=sys.stderr)
+
+
+def given_rows(paths: list[str] | None, args: argparse.Namespace, problem: Problem, command: str) -> list[Schedule]:
+    """Schedules the user gives (JSON or torch CSV) as rows of the table, named by their file,
+    each validated on the problem; a solve may start from those within the memory limit."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from .inputs import read_for
+
+    rows = []
+    for path in paths or []:
+        schedule = read_for(path, args, problem)
+        validate(schedule)
+        if schedule.over_memory_limit():
+            print(f"zbsolve {command}: note: {path} breaks the memory limit: shown, but no solve starts from it",
+                  file=sys.stderr)
+        rows.append(replace(schedule, name=Path(path).name))
+    return rows

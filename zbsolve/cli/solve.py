@@ -14,7 +14,7 @@ from zbsolve.solvers import check_solvable, check_solver_options, runs_determini
 from zbsolve.solvers.registry import get as get_backend
 
 from .options import add_problem_options, problem_from_args
-from .outputs import baseline_rows, check_outputs, print_comparison, write_outputs
+from .outputs import baseline_rows, check_outputs, given_rows, print_comparison, write_outputs
 
 
 class ProgressLine:
@@ -153,7 +153,7 @@ def run_solve(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     check_outputs(args, problem)
     check_solvable(problem, args.solver)  # before the hand-made schedules are timed
-    timed = baseline_rows(problem)  # once, for the solve's start and the table
+    timed = baseline_rows(problem) + given_rows(args.start, args, problem, "solve")  # the start and the table
     solved = solve_with_progress(problem, args, timed)
     print_comparison("solve", problem, [solved], timed)
     write_outputs(solved, args)
@@ -188,3 +188,6 @@ def register_solve(command) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
     p.add_argument("--torch-csv", metavar="FILE", help="write the PyTorch pipelining compute_only CSV")
     p.add_argument("--plot", metavar="FILE", help="draw it beside 1F1B (.png, .svg or .pdf)")
+    p.add_argument("--start", metavar="FILE", action="append",
+                   help="a schedule of this problem to start from (JSON, or a torch compute_only CSV such as the "
+                        "order you run today); shown in the table; may be given more than once")

@@ -8,14 +8,20 @@ overlapped pair is `(aFi;bBj)OVERLAP_F_B`. Only one-pipe placements have a torch
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
-from zbsolve.errors import ExportError
+from zbsolve.errors import ExportError, MissingFileError, ScheduleError, ScheduleFileError
 from zbsolve.formats.atomic_files import write_atomic
 from zbsolve.problem.op_graph import Op
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
+from zbsolve.schedule.simulator import simulate
 
 TORCH_KIND = {"F": "F", "B": "I", "W": "W", "BW": "B"}
+OUR_KIND = {torch: ours for ours, torch in TORCH_KIND.items()}
+_ACTION = re.compile(r"(\d+)([FIWB])(\d+)")
+_PAIR = re.compile(r"\((\d+[FIWB]\d+);(\d+[FIWB]\d+)\)OVERLAP_F_B")
 
 
 def action(op: Op) -> str:
@@ -53,3 +59,85 @@ def torch_csv(schedule: Schedule) -> str:
 
 def write_torch_csv(schedule: Schedule, path: str | os.PathLike) -> None:
     write_atomic(path, torch_csv(schedule))
+
+
+def read_torch_csv(path: str | os.PathLike, problem: Problem) -> Schedule:
+    """A compute_only CSV (one row per rank, as torch's generators and `zbsolve export` write
+    it) timed on `problem`: the row's order on each rank, every op as early as it can start.
+    A CSV that does not match the problem is refused naming the row and action."""
+    check_torch_form(problem)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MissingFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScheduleFileError(f"{path}: cannot read: {error}") from None
+    rows = [line.strip() for line in text.splitlines()]
+    while rows and not rows[-1]:
+        rows.pop()
+    if len(rows) != problem.devices:
+        raise ScheduleFileError(f"{path}: {len(rows)} rows, one per rank expected ({problem.devices})")
+    seen: dict[Op, tuple[int, str]] = {}
+    orders: list[list[tuple[Op, ...]]] = []
+    for rank, row in enumerate(rows):
+        slots = []
+        for token in (t.strip() for t in row.split(",")):
+            if not token:
+                continue
+            where = f"{path}: row {rank + 1}, action {token!r}"
+            pair = _PAIR.fullmatch(token)
+            parts = pair.groups() if pair else (token,)
+            slot = tuple(_op(part, where, problem, rank) for part in parts)
+            for op in slot:
+                if op in seen:
+                    raise ScheduleFileError(f"{where}: {op.describe()} is already in row {seen[op][0] + 1} "
+                                            f"({seen[op][1]!r})")
+                seen[op] = (rank, token)
+            slots.append(slot)
+        orders.append(slots)
+    _check_complete(path, problem, seen)
+    try:
+        return simulate(problem, orders, Path(path).stem)
+    except ScheduleError as error:
+        raise ScheduleFileError(f"{path}: {error}") from None
+
+
+def _op(text: str, where: str, problem: Problem, rank: int) -> Op:
+    match = _ACTION.fullmatch(text)
+    if not match:
+        raise ScheduleFileError(f"{where}: not a compute action (<stage><F|I|W|B><microbatch>; a compute_only "
+                                "CSV holds no communication actions)")
+    stage, kind, microbatch = int(match.group(1)), OUR_KIND[match.group(2)], int(match.group(3))
+    pipe = problem.pipes[0]
+    if stage >= len(pipe.stages):
+        raise ScheduleFileError(f"{where}: stage {stage}, but the problem has {len(pipe.stages)} stages "
+                                f"({problem.placement} on {problem.devices} ranks)")
+    if microbatch not in pipe.microbatches:
+        raise ScheduleFileError(f"{where}: microbatch {microbatch}, but the problem has {problem.microbatches}")
+    if pipe.stages[stage].device != rank:
+        raise ScheduleFileError(f"{where}: stage {stage} runs on rank {pipe.stages[stage].device} in this "
+                                f"problem ({problem.placement}), not on rank {rank}")
+    if kind in ("B", "W") and not problem.split_backward:
+        raise ScheduleFileError(f"{where}: a split backward ({match.group(2)}), but the problem's backward is fused")
+    return Op(kind, 0, stage, microbatch)
+
+
+def _check_complete(path: str | os.PathLike, problem: Problem, seen: dict[Op, tuple[int, str]]) -> None:
+    """Every forward once, and every backward once, fused (B) or split (I and W)."""
+    for stage, placed in enumerate(problem.pipes[0].stages):
+        row = placed.device + 1
+        for i in problem.pipes[0].microbatches:
+            missing = None
+            if Op("F", 0, stage, i) not in seen:
+                missing = action(Op("F", 0, stage, i))
+            elif Op("BW", 0, stage, i) not in seen:
+                split = [Op(kind, 0, stage, i) in seen for kind in ("B", "W")]
+                if not all(split):
+                    missing = " and ".join(action(Op(k, 0, stage, i)) for k, there in zip("BW", split) if not there)
+                    if not any(split):
+                        missing = f"{stage}B{i} (or {stage}I{i} and {stage}W{i})"
+            elif any(Op(kind, 0, stage, i) in seen for kind in ("B", "W")):
+                raise ScheduleFileError(f"{path}: row {row} has {stage}B{i} and also a split part of it "
+                                        f"({stage}I{i} or {stage}W{i})")
+            if missing:
+                raise ScheduleFileError(f"{path}: row {row} lacks {missing}")
