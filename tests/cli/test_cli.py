@@ -40,7 +40,7 @@ def test_compare_on_the_zero_bubble_profile_lists_every_baseline(capsys, tmp_pat
                        "--time-limit", "5", "-q")
     assert code == 0
     rows = [line.split()[0] for line in out.splitlines()[3:]]
-    assert rows == ["solved", "gpipe", "1f1b", "zb-h1", "zb-h2"]
+    assert rows == ["solved", "gpipe", "1f1b", "zb-h1", "zb-h2", "zb-auto"]
     for name in rows[1:]:
         path = tmp_path / f"{name}.json"
         assert run(capsys, "baseline", name, "--stages", "8", "--microbatches", "24",
@@ -118,7 +118,8 @@ def test_a_baseline_over_the_memory_limit_is_shown_but_not_written(capsys, tmp_p
     (["compare", "-p", "3", "-m", "4", "--placement", "vshape", "--no-solve"],
      ["dualpipev is not in the table: it needs at least 2P = 6 microbatches, got 4"]),
     (["solve", "-p", "2", "-m", "4", "--no-split-backward", "--time-limit", "5", "-q"],
-     [f"{name} is not in the table: it needs split_backward (B and W as separate ops)" for name in ("zb-h1", "zb-h2")]),
+     [f"{name} is not in the table: it needs split_backward (B and W as separate ops)"
+      for name in ("zb-h1", "zb-h2", "zb-auto")]),
     (["compare", "-p", "3", "-m", "6", "--placement", "vshape", "--no-solve"], []),
 ])
 def test_the_table_says_which_baselines_of_its_placement_it_leaves_out(capsys, args, notes):
@@ -346,9 +347,10 @@ def test_version_names_zbsolve_and_its_solvers(capsys):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["solve", "-p", "4", "-m", "8", "--memory", "1x", "--time-limit", "2"], ["gpipe", "1f1b", "zb-h1", "zb-h2"]),
+    (["solve", "-p", "4", "-m", "8", "--memory", "1x", "--time-limit", "2"],
+     ["gpipe", "1f1b", "zb-h1", "zb-h2", "zb-auto"]),
     (["compare", "-p", "4", "-m", "8", "--placement", "vshape", "--time-limit", "2"], ["zb-v", "dualpipev", "1f1b"]),
-    (["compare", "-p", "4", "-m", "8", "--no-solve"], ["gpipe", "1f1b", "zb-h1", "zb-h2"]),
+    (["compare", "-p", "4", "-m", "8", "--no-solve"], ["gpipe", "1f1b", "zb-h1", "zb-h2", "zb-auto"]),
     (["baseline", "1f1b", "-p", "4", "-m", "8"], ["1f1b"]),
     (["baseline", "zb-h1", "-p", "4", "-m", "8"], ["zb-h1", "1f1b"]),
 ])

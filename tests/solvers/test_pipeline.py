@@ -326,13 +326,13 @@ def test_a_backend_that_finds_nothing_in_time_returns_the_starting_schedule(monk
     # What happens on very large instances (the 28.3B profile at 1.25x in the benchmark):
     # the model finds no schedule within the limit, but the starting schedule is an answer.
     replace_backend(monkeypatch, "cpsat", lambda *inputs: BackendResult("unknown", None, None, None, 1.0))
-    # Span at 1.5x: the list scheduler's 25.1 beats ZB-H1's 27.7 but not the bound 24.9
+    # Span at 1.5x: the Zero Bubble greedy's 25.1 (the list scheduler's too) beats ZB-H1's 27.7 but not the bound 24.9
     # (the optimum, which a plain exact model proves), so the (failing) backend is consulted.
     problem = uniform(4, 8, memory="1.5x", F=1, B=1.2, W=0.7, objective="span")
     solved = solve(problem, "cpsat", time_limit=5, workers=1)
     validate(solved)
     assert solved.solver.status == "feasible"
-    assert "cpsat found no schedule within 5 s: the starting schedule (list) is returned" in solved.solver.message
+    assert "cpsat found no schedule within 5 s: the starting schedule (zb-auto) is returned" in solved.solver.message
     assert solved.metrics.span == pytest.approx(25.1)
     assert solved.solver.bound == pytest.approx(24.9)
 
@@ -368,7 +368,7 @@ def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, behaviour)
     if behaviour == "reports, ignores the stop":
         assert "its best schedule so far is returned" in solved.solver.message
     if behaviour == "ignores the stop":
-        assert "the starting schedule (list) is returned" in solved.solver.message
+        assert "the starting schedule (zb-auto) is returned" in solved.solver.message
     assert solved.metrics.span == pytest.approx(25.1)
 
 

@@ -12,6 +12,7 @@ from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.simulator import simulate
 
 from . import chunked, dualpipe, single
+from .zb_auto import zb_auto, zb_auto_fits
 
 
 def _needs_split(problem: Problem) -> str | None:
@@ -62,6 +63,7 @@ BASELINES: dict[str, Baseline] = {
         Baseline("1f1b", "1F1B", single.one_f_one_b, "single"),
         Baseline("zb-h1", "ZB-H1", single.zb_h1, "single", (_needs_split,)),
         Baseline("zb-h2", "ZB-H2", single.zb_h2, "single", (_needs_split,)),
+        Baseline("zb-auto", "ZB greedy", zb_auto, "single", (_needs_split, zb_auto_fits)),
         Baseline("interleaved", "interleaved 1F1B", chunked.interleaved_1f1b, "interleaved", (_needs_whole_rounds,)),
         Baseline("interleaved-zb", "interleaved zero bubble", chunked.interleaved_zb, "interleaved",
                  (_needs_split, _needs_whole_rounds_of_zb)),
