@@ -65,6 +65,7 @@ def _peak_rss_mb() -> float:
 
 def run_instance(suite: str, index: int, time_limit: float, workers: int, solver: str,
                  deterministic: bool | None = None, seed: int = 0) -> dict:
+    from zbsolve.baselines import applicable, run_baseline
     from zbsolve.problem.op_graph import OpGraph
     from zbsolve.problem.size import op_count
     from zbsolve.solvers import solve
@@ -74,7 +75,9 @@ def run_instance(suite: str, index: int, time_limit: float, workers: int, solver
     limit = instance.time_limit or time_limit
     problem = instance.build()
     t0 = time.monotonic()
-    best = best_fitting_baseline(problem, OpGraph(problem))
+    graph = OpGraph(problem)
+    timed = [run_baseline(name, problem, graph) for name in applicable(problem)]
+    best = best_fitting_baseline(problem, graph, timed)
     baseline_s = time.monotonic() - t0
     seen: dict = {"first": None, "best": None, "value": None}
 
@@ -107,6 +110,9 @@ def run_instance(suite: str, index: int, time_limit: float, workers: int, solver
         "best_solution_s": round(seen["best"] if seen["best"] is not None else total, 2),
         "total_s": round(total, 2), "peak_rss_mb": round(_peak_rss_mb(), 1),
         "not_worse_than_hand_made": best is None or value <= best.value + 1e-9,
+        # Every generator users run (zbsolve's hand-made ones, torch's orders, the Zero Bubble
+        # greedy), each with its value and whether it fits the memory limit.
+        "peers": {s.name: {"value": s.value, "fits": not s.over_memory_limit()} for s in timed},
     }
 
 
@@ -205,6 +211,7 @@ def write_markdown(path: Path, settings: dict, rows: list[dict], scaling: list[d
                       r["first_solution_s"], r["best_solution_s"], r["total_s"], r["peak_rss_mb"]])
     lines += markdown_table(["family", "instance", "ops", "best hand-made", "value", "solved", "bound", "gap",
                              "status", "first (s)", "best (s)", "total (s)", "RSS (MB)"], cells)
+    lines += ["", *peers_table(rows)]
     lines += ["", *summary(rows)]
     if scaling:
         lines += ["", "## Build time and memory against ops count (uniform single, P=32, 1.5x)", ""]
@@ -214,6 +221,29 @@ def write_markdown(path: Path, settings: dict, rows: list[dict], scaling: list[d
              [r["ops"], r["M"], r["input_build_s"], r["cpsat_build_s"], r["rss_before_mb"], r["peak_rss_mb"]]
              for r in scaling])
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def faster_peers(row: dict) -> list[str]:
+    """The peers that fit the memory limit and beat the solve (there should be none)."""
+    return [name for name, p in row.get("peers", {}).items() if p["fits"] and p["value"] < row["solved"] - 1e-9]
+
+
+def peers_table(rows: list[dict]) -> list[str]:
+    """Each instance's solve and bound beside every generator's value; "over" marks one above
+    the memory limit, which the solve may not use."""
+    lines = ["## Peers", "",
+             "Every schedule generator that fits the instance's placement, timed on its costs: zbsolve's "
+             "hand-made schedules, the orders torch ships (checked op for op against torch's generators) "
+             "and the Zero Bubble authors' greedy (`zb-auto`).", ""]
+    cells = []
+    for r in rows:
+        if "error" in r or "peers" not in r:
+            continue
+        peers = ", ".join(f"{name} {fmt(p['value'])}" + ("" if p["fits"] else " (over)")
+                          for name, p in sorted(r["peers"].items(), key=lambda item: item[1]["value"]))
+        cells.append([r["instance"], fmt(r["solved"]), fmt(r["bound"]), ", ".join(faster_peers(r)) or "none",
+                      peers or "-"])
+    return lines + markdown_table(["instance", "solved", "bound", "faster peer", "peers (value)"], cells)
 
 
 def summary(rows: list[dict]) -> list[str]:
@@ -226,6 +256,7 @@ def summary(rows: list[dict]) -> list[str]:
     lines = ["## Summary", "",
              f"- Instances: {len(ok)} finished, {len(rows) - len(ok)} failed.",
              f"- Worse than the best fitting hand-made schedule: {', '.join(worse) if worse else 'none'}.",
+             f"- A peer that fits is faster: {', '.join(r['instance'] for r in ok if faster_peers(r)) or 'none'}.",
              f"- Proven optimal: {sum(r['status'] == 'optimal' for r in ok)} of {len(ok)}."]
     if small:
         median = statistics.median(small)

@@ -26,6 +26,10 @@ def test_quick_suite_writes_results(tmp_path):
     assert (uniform["solved"], uniform["status"], uniform["ops"]) == (27, "optimal", 96)
     table = (tmp_path / "results.md").read_text()
     assert "| uniform P=4 M=8 1x | 96 |" in table
+    # Every generator beside the solve, and none that fits faster than it.
+    assert uniform["peers"]["zb-h1"] == {"value": 27, "fits": True} and not uniform["peers"]["gpipe"]["fits"]
+    assert "| uniform P=4 M=8 1x | 27 | 27 | none | zb-h1 27, zb-h2 27 (over), zb-auto 27," in table
+    assert "- A peer that fits is faster: none." in table
     # The machine's speed then, from fixed work, beside its description.
     reference = results["settings"]["speed_reference"]
     assert set(reference) == {"python_s", "cpsat_s"} and min(reference.values()) > 0
