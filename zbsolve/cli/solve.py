@@ -141,6 +141,12 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace,
                        baselines=baselines)
     finally:
         progress.close()
+    if stop.is_set():
+        # Only the wrapping up is left, a few milliseconds: the same request delivered again
+        # (to the process and then its group) must not kill it while it writes the file, nor
+        # at interpreter exit, where Python hands the signals back to their default action.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if not args.quiet:
         deterministic = runs_deterministic(args.workers, args.deterministic)
         print(f"solved in {time.monotonic() - started:.1f} s with {args.solver}, {args.workers} worker(s), "
