@@ -54,3 +54,44 @@ def test_the_torch_orders_fit_only_their_placements():
     assert "interleaved-zb" not in applicable(uniform(4, 9, placement="interleaved:2"))  # 9 is not 2 rounds
     assert "looped-bfs" in applicable(uniform(4, 9, placement="interleaved:2", split_backward=False))
     assert not {"interleaved-zb", "looped-bfs"} & set(applicable(uniform(4, 8)))
+
+
+def _v_orders(name: str, P: int, M: int, fb_overlap=None) -> list[list[tuple[str, int, int]]]:
+    problem = uniform(P, M, F=1, B=1.2, W=0.7, comm=0.1, placement="vshape", fb_overlap=fb_overlap)
+    schedule = run_baseline(name, problem)
+    validate(schedule)
+    return [[(t.op.kind, t.op.stage, t.op.microbatch) for t in ops] for ops in schedule.devices]
+
+
+@pytest.mark.parametrize("P, V, M", [(2, 2, 4), (4, 2, 8), (4, 3, 8), (8, 2, 24)])
+def test_interleaved_1f1b_is_torchs_order(P, V, M):
+    rounds = max(1, M // P)
+    expected = torch_orders(schedules.ScheduleInterleaved1F1B, P, V, M, number_of_rounds=rounds,
+                            microbatches_per_round=M // rounds)
+    assert ours("interleaved", P, V, M, split=False) == expected
+
+
+@pytest.mark.parametrize("P, M", [(2, 4), (4, 8), (4, 12), (8, 16)])
+def test_zb_v_is_torchs_order(P, M):
+    expected = torch_orders(schedules.ScheduleZBVZeroBubble, P, 2, M, num_stages=2 * P)
+    assert _v_orders("zb-v", P, M) == expected
+
+
+def _slots(action) -> tuple:
+    if action.computation_type.value == "OVERLAP_F_B":
+        return tuple(sorted(_slots(sub)[0] for sub in action.sub_actions))
+    return ((KIND[action.computation_type.value], action.stage_index, action.microbatch_index),)
+
+
+@pytest.mark.parametrize("P, M", [(2, 4), (4, 8), (4, 10), (8, 16)])
+def test_dualpipev_is_torchs_order(P, M):
+    generator = object.__new__(schedules.ScheduleDualPipeV)
+    generator.pp_group_size, generator.n_local_stages, generator._n_microbatches = P, 2, M
+    generator._stages, generator.num_stages = [None, None], 2 * P
+    expected = [[_slots(a) for a in generator._calculate_single_rank_operations(r) if a is not None] for r in range(P)]
+    problem = uniform(P, M, F=1, B=1.2, W=0.7, comm=0.1, placement="vshape", fb_overlap=2.5)
+    schedule = run_baseline("dualpipev", problem)
+    validate(schedule)
+    got = [[tuple(sorted((op.kind, op.stage, op.microbatch) for op in slot)) for slot in slots]
+           for slots in schedule.order()]
+    assert got == expected
