@@ -1,9 +1,10 @@
 """Build a problem from a profile, solve it, compare with 1F1B and write the files.
 
-    python examples/solve_api.py [--time-limit 20]
+    python examples/solve_api.py [--time-limit 20] [--out DIR]
 """
 
 import argparse
+import tempfile
 from pathlib import Path
 
 from zbsolve import build_problem, load_profile, run_baseline, solve, validate, write_schedule
@@ -15,6 +16,8 @@ MODELS = Path(__file__).resolve().parent.parent / "models"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--time-limit", type=float, default=20.0)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for solved.json and solved.csv (default: a new temporary folder)")
     args = parser.parse_args()
 
     profile = load_profile(MODELS / "zb-1.5b.json")
@@ -29,9 +32,10 @@ def main() -> None:
           f"{problem.time_unit}, bubble {100 * m.bubble_rate:.2f}%, peak {m.peak_memory_x:.2f}x U")
     print(f"1F1B: makespan {one_f_one_b.metrics.makespan:g} {problem.time_unit}; "
           f"speed-up {one_f_one_b.metrics.makespan / m.makespan:.3f}x")
-    write_schedule(solved, "solved.json")
-    write_torch_csv(solved, "solved.csv")
-    print("wrote solved.json and solved.csv")
+    out = args.out or Path(tempfile.mkdtemp(prefix="zbsolve-example-"))
+    write_schedule(solved, out / "solved.json")
+    write_torch_csv(solved, out / "solved.csv")
+    print(f"wrote {out / 'solved.json'} and {out / 'solved.csv'}")
 
 
 if __name__ == "__main__":

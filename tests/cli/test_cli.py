@@ -387,14 +387,18 @@ def test_what_the_solve_refuses_is_refused_before_the_hand_made_schedules_are_ti
     assert code in (1, 2) and message in err and out == ""
 
 
-def test_the_api_example_runs(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "solve_api.py"), "--time-limit", "5"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+def test_the_api_example_runs_and_writes_only_where_it_is_told(tmp_path):
+    cwd, out = tmp_path / "cwd", tmp_path / "out"
+    cwd.mkdir()
+    out.mkdir()
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "solve_api.py"), "--time-limit", "5",
+                             "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=cwd)
     assert result.returncode == 0, result.stderr
     assert "solved (optimal, gap 0.00%): makespan 640.365 ms" in result.stdout
-    assert "wrote solved.json and solved.csv" in result.stdout
-    validate(read_schedule(tmp_path / "solved.json"))
-    assert len((tmp_path / "solved.csv").read_text().splitlines()) == 4
+    assert f"wrote {out / 'solved.json'} and {out / 'solved.csv'}" in result.stdout
+    validate(read_schedule(out / "solved.json"))
+    assert len((out / "solved.csv").read_text().splitlines()) == 4
+    assert list(cwd.iterdir()) == []  # nothing in the folder it was started from
 
 
 def test_the_files_are_written_when_the_reader_of_the_output_leaves(tmp_path):
@@ -505,3 +509,14 @@ def test_on_a_terminal_the_progress_clock_moves_between_reports(capsys):
     assert clock[0] == 0.4 and clock == sorted(clock) and clock[-1] >= 0.6  # counted on from 0.4 s
     time.sleep(0.2)
     assert capsys.readouterr().err == ""  # closed: the clock has stopped
+
+
+def test_the_closing_line_says_when_no_search_ran(capsys):
+    # ZB-H1 meets the bound at 1x: no backend runs, and the line must not credit one.
+    code, _, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--memory", "1x")
+    assert code == 0
+    assert "answered in" in err and "without a search: the starting schedule meets the lower bound" in err
+    assert "solved in" not in err
+    code, _, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--memory", "0.75x",
+                       "--time-limit", "2", "--workers", "1")
+    assert code == 0 and "solved in" in err and "with cpsat, 1 worker(s), seed 0, deterministic" in err

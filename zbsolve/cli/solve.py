@@ -11,6 +11,7 @@ import time
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.solvers import check_solvable, check_solver_options, runs_deterministic, solve, solver_names
+from zbsolve.solvers.pipeline import START_MEETS_BOUND
 from zbsolve.solvers.registry import get as get_backend
 
 from .options import add_problem_options, problem_from_args
@@ -148,9 +149,13 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace,
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if not args.quiet:
-        deterministic = runs_deterministic(args.workers, args.deterministic)
-        print(f"solved in {time.monotonic() - started:.1f} s with {args.solver}, {args.workers} worker(s), "
-              f"seed {args.seed}{', deterministic' if deterministic else ''}", file=sys.stderr)
+        took = time.monotonic() - started
+        if (solved.solver.message or "").startswith(START_MEETS_BOUND):
+            print(f"answered in {took:.1f} s without a search: {START_MEETS_BOUND}", file=sys.stderr)
+        else:
+            deterministic = runs_deterministic(args.workers, args.deterministic)
+            print(f"solved in {took:.1f} s with {args.solver}, {args.workers} worker(s), "
+                  f"seed {args.seed}{', deterministic' if deterministic else ''}", file=sys.stderr)
     return solved
 
 

@@ -30,6 +30,7 @@ from .view import build_view
 from .warm_start import best_fitting_baseline, hint_from, list_schedule
 
 MIN_BACKEND_S = 1.0  # the backend's least time, however long the starting schedules took
+START_MEETS_BOUND = "the starting schedule meets the lower bound"  # no backend ran
 
 
 def check_solver_options(solver: str, time_limit: float, workers: int, deterministic: bool | None = None,
@@ -140,7 +141,7 @@ def solve(
     if _meets(warm, bound):
         # Nothing can beat it: skip the model (building a large one takes longer than this).
         proven = BackendResult("optimal", None, None, None, 0.0,
-                               message="the starting schedule meets the lower bound")
+                               message=START_MEETS_BOUND)
         return _finish(problem, graph, data, settings, state, backend.name, _noted(proven, fallback), warm, began)
     if state.stop.is_set() and warm is not None:  # interrupted during the start: no model to build
         stopped = BackendResult("feasible", None, None, None, 0.0, interrupted=True,
