@@ -181,3 +181,15 @@ def test_written_files_get_the_usual_permissions(tmp_path):
         os.umask(mask)
     assert [(tmp_path / n).stat().st_mode & 0o777 for n in ("a.json", "b.png")] == [0o644, 0o644]
     assert (tmp_path / "b.png").read_bytes() == b"\x89PNG"
+
+
+def test_chrome_trace_names_the_stage_and_both_threads_of_a_pair():
+    s = run_baseline("dualpipe", uniform(4, 8, placement="bidirectional", fb_overlap=2.4))
+    events = chrome_trace(s)["traceEvents"]
+    ops = [e for e in events if e["ph"] == "X"]
+    assert ops[0]["name"] == "F pipe 0 stage 0 mb 0"
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert all((e["pid"], e["tid"]) in threads for e in ops)  # every op sits on a named thread
+    assert threads[(0, 1)] == "paired backward"
+    single = chrome_trace(run_baseline("zb-h1", uniform(2, 3)))["traceEvents"]
+    assert [e["name"] for e in single if e["ph"] == "X"][:2] == ["F stage 0 mb 0", "F stage 0 mb 1"]

@@ -15,12 +15,18 @@ def chrome_trace(schedule: Schedule) -> dict:
     """Times become microseconds when the unit is known; otherwise one unit = 1 µs."""
     scale = MICROSECONDS.get(schedule.problem.time_unit, 1.0)
     events = []
+    pipes = len(schedule.problem.pipes)
     for d, ops in enumerate(schedule.devices):
         events.append({"name": "process_name", "ph": "M", "pid": d, "args": {"name": f"device {d}"}})
+        events.append({"name": "thread_name", "ph": "M", "pid": d, "tid": 0, "args": {"name": "ops"}})
+        if any(t.overlap is not None for t in ops):  # the backward half of each F&B pair
+            events.append({"name": "thread_name", "ph": "M", "pid": d, "tid": 1,
+                           "args": {"name": "paired backward"}})
         for t in ops:
             op = t.op
+            where = f"stage {op.stage}" if pipes == 1 else f"pipe {op.pipe} stage {op.stage}"
             events.append({
-                "name": f"{op.kind}{op.microbatch}", "cat": op.kind, "ph": "X", "pid": d,
+                "name": f"{op.kind} {where} mb {op.microbatch}", "cat": op.kind, "ph": "X", "pid": d,
                 "tid": 0 if t.overlap is None or op.kind == "F" else 1,
                 "ts": _micro(t.start, scale), "dur": _micro(t.end - t.start, scale),
                 "args": {"kind": op.kind, "pipe": op.pipe, "stage": op.stage,
