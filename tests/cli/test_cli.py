@@ -520,3 +520,11 @@ def test_the_closing_line_says_when_no_search_ran(capsys):
     code, _, err = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--memory", "0.75x",
                        "--time-limit", "2", "--workers", "1")
     assert code == 0 and "solved in" in err and "with cpsat, 1 worker(s), seed 0, deterministic" in err
+
+
+def test_a_profile_measured_for_other_ranks_is_said_to_be_reused_as_it_is(capsys):
+    code, _, err = run(capsys, "compare", "--profile", PROFILE, "--stages", "4", "--microbatches", "8", "--no-solve")
+    assert code == 0
+    assert "note: the profile's costs are per rank-stage of a 8-rank split; with --stages 4" in err
+    code, _, err = run(capsys, "compare", "--profile", PROFILE, "--no-solve")
+    assert code == 0 and "rank-stage of a" not in err

@@ -86,4 +86,9 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     warning = problem.overlap_warning("--fb-overlap")
     if warning:
         sys.stderr.write(f"zbsolve {args.command}: warning: {warning}\n")
+    if profile is not None and profile.devices is not None and devices != profile.devices:
+        sys.stderr.write(
+            f"zbsolve {args.command}: note: the profile's costs are per rank-stage of a {profile.devices}-rank "
+            f"split; with --stages {devices} each rank keeps them as they are (they are not rescaled to "
+            f"{profile.devices}/{devices} of that): measure a profile for {devices} ranks, or give --F, --B, --W\n")
     return problem
