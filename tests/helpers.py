@@ -6,13 +6,10 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from zbsolve.errors import InfeasibleError
-from zbsolve.problem.op_graph import OpGraph
 from zbsolve.problem.placements import build_problem
 from zbsolve.problem.problem import Pipe, Problem, Stage, StageCost
 from zbsolve.solvers import check_memory_feasible, minimum_memory
-from zbsolve.solvers.settings import RunSettings
-from zbsolve.solvers.state import SearchState
-from zbsolve.solvers.view import ProblemView, build_view
+from zbsolve.solvers.view import ProblemView
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout: models/, benchmarks/, examples/
 
@@ -158,21 +155,6 @@ def mutated(document, path, replacement, delete):
     else:
         parent[path[-1]] = replacement
     return result
-
-
-def view_of(problem: Problem) -> ProblemView:
-    """The solvers' view of `problem`."""
-    return build_view(OpGraph(problem), problem.split_backward, problem.objective)
-
-
-def backend_input(problem: Problem, time_limit: float = 60.0, workers: int = 1, seed: int = 0,
-                  deterministic: bool = True, progress=None) -> tuple[ProblemView, RunSettings, SearchState]:
-    """What a backend is called with: the view, run settings (one worker, limited by work, by
-    default) and a fresh search state."""
-    view = view_of(problem)
-    settings = RunSettings(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                           progress=progress)
-    return view, settings, SearchState(view)
 
 
 def static_bound(view: ProblemView) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 from zbsolve.baselines import applicable, left_out, run_baseline
 from zbsolve.baselines.reference import one_f_one_b_reference
@@ -17,6 +19,7 @@ from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import lower_bound, with_bound
 
+from .inputs import read_for
 from .table import comparison_table
 
 
@@ -114,11 +117,6 @@ def print_comparison(command: str, problem: Problem, solved: list[Schedule], tim
 def given_rows(paths: list[str] | None, args: argparse.Namespace, problem: Problem, command: str) -> list[Schedule]:
     """Schedules the user gives (JSON or torch CSV) as rows of the table, named by their file,
     each validated on the problem; a solve may start from those within the memory limit."""
-    from dataclasses import replace
-    from pathlib import Path
-
-    from .inputs import read_for
-
     rows = []
     for path in paths or []:
         schedule = read_for(path, args, problem)
