@@ -235,7 +235,7 @@ def peers_table(rows: list[dict]) -> list[str]:
     lines = ["## Peers", "",
              "Every schedule generator that fits the instance's placement, timed on its costs: zbsolve's "
              "hand-made schedules, the orders torch ships (checked op for op against torch's generators) "
-             "and the Zero Bubble authors' greedy (`zb-auto`).", ""]
+             "and the Zero Bubble authors' generators (`zb-auto`, `zb-v-auto`, `v-min`, `v-half`).", ""]
     cells = []
     for r in rows:
         if "error" in r or "peers" not in r:

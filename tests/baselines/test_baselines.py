@@ -85,7 +85,7 @@ def test_decimal_costs_are_exact():
 
 
 def test_baselines_refuse_what_they_do_not_fit():
-    assert applicable(uniform(4, 8, placement="vshape")) == ["zb-v", "dualpipev"]
+    assert applicable(uniform(4, 8, placement="vshape")) == ["zb-v", "zb-v-auto", "v-min", "v-half", "dualpipev"]
     assert applicable(uniform(4, 8, split_backward=False)) == ["gpipe", "1f1b"]
     with pytest.raises(UsageError, match="split_backward"):
         run_baseline("zb-h1", uniform(4, 8, split_backward=False))

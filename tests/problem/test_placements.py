@@ -93,7 +93,7 @@ def test_overlapped_tokens_parse_with_torch():
 
 
 def test_placement_baselines_refuse_other_placements():
-    assert applicable(uniform(4, 8, placement="vshape")) == ["zb-v", "dualpipev"]
+    assert applicable(uniform(4, 8, placement="vshape")) == ["zb-v", "zb-v-auto", "v-min", "v-half", "dualpipev"]
     assert applicable(uniform(4, 8, placement="bidirectional")) == ["dualpipe"]
     assert applicable(uniform(4, 6, placement="bidirectional")) == []
     with pytest.raises(UsageError, match="needs at least 2P = 8 microbatches"):

@@ -11,8 +11,9 @@ from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.simulator import simulate
 
-from . import chunked, dualpipe, single
+from . import chunked, dualpipe, single, v_blocks
 from .zb_auto import zb_auto, zb_auto_fits
+from .zb_v_auto import zb_v_auto, zb_v_auto_fits
 
 
 def _needs_split(problem: Problem) -> str | None:
@@ -69,6 +70,9 @@ BASELINES: dict[str, Baseline] = {
                  (_needs_split, _needs_whole_rounds_of_zb)),
         Baseline("looped-bfs", "looped BFS", chunked.looped_bfs, "interleaved"),
         Baseline("zb-v", "ZB-V", chunked.zb_v, "vshape", (_needs_split,)),
+        Baseline("zb-v-auto", "ZB-V greedy", zb_v_auto, "vshape", (_needs_split, zb_v_auto_fits)),
+        Baseline("v-min", "V-Min", v_blocks.v_min, "vshape", (_needs_split,)),
+        Baseline("v-half", "V-Half", v_blocks.v_half, "vshape", (_needs_split,)),
         Baseline("dualpipe", "DualPipe", dualpipe.dualpipe, "bidirectional", (_needs_split, _needs_two_p_microbatches)),
         Baseline("dualpipev", "DualPipeV", dualpipe.dualpipe_v, "vshape", (_needs_split, _needs_two_p_microbatches)),
     )
