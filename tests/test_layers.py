@@ -23,8 +23,9 @@ LAYERS = {
     "zbsolve.formats": 5,
     "zbsolve.plots": 6,
     "zbsolve.runtime": 6,
-    "zbsolve.cli": 7,
-    "zbsolve": 8,  # the public face (zbsolve/__init__.py) and __main__
+    "zbsolve.sweep": 7,
+    "zbsolve.cli": 8,
+    "zbsolve": 9,  # the public face (zbsolve/__init__.py) and __main__
 }
 
 

@@ -349,7 +349,8 @@ def test_version_names_zbsolve_and_its_solvers(capsys):
 @pytest.mark.parametrize("args, expected", [
     (["solve", "-p", "4", "-m", "8", "--memory", "1x", "--time-limit", "2"],
      ["gpipe", "1f1b", "zb-h1", "zb-h2", "zb-auto"]),
-    (["compare", "-p", "4", "-m", "8", "--placement", "vshape", "--time-limit", "2"], ["zb-v", "zb-v-auto", "v-min", "v-half", "dualpipev", "1f1b"]),
+    (["compare", "-p", "4", "-m", "8", "--placement", "vshape", "--time-limit", "2"],
+     ["zb-v", "zb-v-auto", "v-min", "v-half", "dualpipev", "1f1b"]),
     (["compare", "-p", "4", "-m", "8", "--no-solve"], ["gpipe", "1f1b", "zb-h1", "zb-h2", "zb-auto"]),
     (["baseline", "1f1b", "-p", "4", "-m", "8"], ["1f1b"]),
     (["baseline", "zb-h1", "-p", "4", "-m", "8"], ["zb-h1", "1f1b"]),

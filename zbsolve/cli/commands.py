@@ -31,6 +31,7 @@ from .outputs import (
     write_outputs,
 )
 from .solve import add_solver_options, register_solve, solve_with_progress
+from .sweep import register_sweep
 from .table import comparison_table
 
 SCHEDULE_FILE_HELP = ("a zbsolve schedule file (JSON), or a torch compute_only CSV (.csv) timed on the problem "
@@ -153,6 +154,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
 
 
     register_solve(command)
+    register_sweep(command)
 
     p = command("baseline", "time one hand-made schedule on your problem", run_baseline_command)
     p.add_argument("name", help=f"one of: {', '.join(BASELINES)}")

@@ -11,7 +11,7 @@ from dataclasses import replace
 from zbsolve.errors import ProblemWarning, UsageError
 from zbsolve.problem.placements import MEMORY_HELP, PLACEMENT_HELP, build_problem, check_shape, parse_placement
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
-from zbsolve.problem.profiles import load_profile
+from zbsolve.problem.profiles import Profile, load_profile
 
 
 def add_problem_options(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +20,13 @@ def add_problem_options(parser: argparse.ArgumentParser) -> None:
                        help="pipeline-parallel degree: number of ranks (the papers' p)")
     group.add_argument("--microbatches", "-m", type=int, metavar="M", help="microbatches per step")
     group.add_argument("--placement", default="single", help=f"{PLACEMENT_HELP} (default single)")
+    add_cost_options(group)
+    group.add_argument("--memory", metavar="LIMIT", help=f"per-device memory limit: {MEMORY_HELP} (default none)")
+    group.add_argument("--objective", default="makespan", choices=OBJECTIVES, help="what to minimise")
+
+
+def add_cost_options(group: argparse._ArgumentGroup) -> None:
+    """Where the costs come from; `problem_from_args` and the sweep read them the same way."""
     group.add_argument("--profile", metavar="FILE", help="cost profile JSON (see models/); flags below win")
     group.add_argument("--F", type=float, metavar="T", help="forward time per rank-stage (default 1)")
     group.add_argument("--B", type=float, metavar="T", help="input-gradient backward time (default 1)")
@@ -32,8 +39,6 @@ def add_problem_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--fb-overlap", type=float, metavar="T",
                        help="duration of an overlapped F&B pair (DualPipe), between max(F, B + W) and "
                        "F + B + W (a pair absorbs its W); default: no overlap")
-    group.add_argument("--memory", metavar="LIMIT", help=f"per-device memory limit: {MEMORY_HELP} (default none)")
-    group.add_argument("--objective", default="makespan", choices=OBJECTIVES, help="what to minimise")
     group.add_argument("--no-split-backward", action="store_true",
                        help="keep backward fused (BW): no separate B and W ops")
     group.add_argument("--time-unit", help="unit of all times (default: the profile's, else ms)")
@@ -51,9 +56,30 @@ def _check_flag(name: str, value: float | None) -> None:
         raise UsageError(f"--{name} must be >= 0, got {value:g}")
 
 
-def problem_from_args(args: argparse.Namespace) -> Problem:
+def check_cost_flags(args: argparse.Namespace) -> None:
     for name in ("F", "B", "W", "comm", "activation", "residual", "fb_overlap"):
         _check_flag(name.replace("_", "-"), getattr(args, name))
+
+
+def rank_costs_from_args(args: argparse.Namespace, profile: Profile | None,
+                         base: list[StageCost] | None, devices: int) -> list[StageCost]:
+    """The profile's records per rank-stage (`base`), or unit costs, with the flags applied."""
+    if base is None:
+        base = [StageCost(1.0, 1.0, 1.0, 1.0, 0.5)] * devices
+    flags = {k: getattr(args, k) for k in ("F", "B", "W", "activation", "residual") if getattr(args, k) is not None}
+    if "activation" in flags and "residual" not in flags:
+        flags["residual"] = 0.5 * flags["activation"]
+    return [replace(c, **flags) for c in base]
+
+
+def comm_from_args(args: argparse.Namespace, profile: Profile | None) -> float:
+    if args.comm is not None:
+        return args.comm
+    return profile.comm if profile is not None and profile.comm is not None else 0.0
+
+
+def problem_from_args(args: argparse.Namespace) -> Problem:
+    check_cost_flags(args)
     profile = load_profile(args.profile) if args.profile else None
     devices = args.stages if args.stages is not None else (profile.devices if profile else None)
     microbatches = args.microbatches if args.microbatches is not None else (
@@ -67,12 +93,8 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     if microbatches < 1:
         raise UsageError(f"--microbatches must be >= 1, got {microbatches}")
     check_shape(parse_placement(args.placement), devices, microbatches, not args.no_split_backward)
-    base = profile.rank_costs(devices) if profile else [StageCost(1.0, 1.0, 1.0, 1.0, 0.5)] * devices
-    flags = {k: getattr(args, k) for k in ("F", "B", "W", "activation", "residual") if getattr(args, k) is not None}
-    if "activation" in flags and "residual" not in flags:
-        flags["residual"] = 0.5 * flags["activation"]
-    rank_costs = [replace(c, **flags) for c in base]
-    comm = args.comm if args.comm is not None else (profile.comm if profile and profile.comm is not None else 0.0)
+    rank_costs = rank_costs_from_args(args, profile, profile.rank_costs(devices) if profile else None, devices)
+    comm = comm_from_args(args, profile)
     memory = args.memory if args.memory is not None else (profile.memory if profile else None)
     with warnings.catch_warnings():  # said below, naming the option as typed
         warnings.simplefilter("ignore", ProblemWarning)

@@ -1,0 +1,67 @@
+"""The grid: lists and ranges as typed, costs that follow the rank count, refusals up front."""
+
+import pytest
+from helpers import REPO_ROOT
+
+from zbsolve.errors import UsageError
+from zbsolve.problem.problem import StageCost
+from zbsolve.problem.profiles import load_profile
+from zbsolve.sweep.grid import cost_model, from_dict, parse_counts, parse_memory_grid, points, problem_of, to_dict
+
+PROFILE = load_profile(REPO_ROOT / "models" / "zb-1.5b.json")
+
+
+def model(profile=PROFILE, devices=8):
+    costs = profile.rank_costs(devices) if profile else [StageCost(1, 1, 1, 1, 0.5)] * devices
+    return cost_model(profile, costs, devices, 0.0, True, None, "ms")
+
+
+def test_a_memory_range_includes_both_ends():
+    assert parse_memory_grid("0.5x:2x:8") == ["0.5x", "0.7143x", "0.9286x", "1.143x", "1.357x", "1.571x",
+                                               "1.786x", "2x"]
+    assert parse_memory_grid("1x, 2x,1x") == ["1x", "2x"]
+
+
+@pytest.mark.parametrize("text", ["2x:1x:3", "0.5x:2x:1", "0.5x:2x", "1:2:3", "", "1x,,2x"])
+def test_a_malformed_memory_grid_is_refused(text):
+    with pytest.raises(UsageError):
+        parse_memory_grid(text)
+
+
+@pytest.mark.parametrize("text", ["0", "8,-1", "eight", "4,,8"])
+def test_counts_must_be_whole_and_positive(text):
+    with pytest.raises(UsageError):
+        parse_counts(text, "--stages")
+
+
+def test_costs_follow_the_rank_count_by_layers_per_rank():
+    costs = model()
+    four = costs.costs_for(4)
+    eight = PROFILE.rank_costs(8)[0]
+    assert len(four) == 4
+    assert four[0].F == pytest.approx(2 * eight.F) and four[0].activation == pytest.approx(2 * eight.activation)
+    assert costs.costs_for(8)[0] == eight
+    assert costs.memory_unit == "GB"
+    assert from_dict(to_dict(costs)) == costs
+
+
+def test_without_the_models_layers_other_rank_counts_are_refused():
+    bare = cost_model(PROFILE, PROFILE.rank_costs(8), 8, 0.0, True, None, "ms")
+    bare = type(bare)(**{**bare.__dict__, "layers": None})
+    with pytest.raises(UsageError, match="model.layers"):
+        bare.costs_for(4)
+    assert model(profile=None).costs_for(3) == [StageCost(1, 1, 1, 1, 0.5)] * 3  # flags: the same per rank
+
+
+def test_every_combination_is_a_point_and_checked_before_any_solve():
+    grid = points([4, 8], ["single", "vshape"], [8, 16], ["1x", "2x"], ["makespan"], model())
+    assert len(grid) == 16 and len({p.key for p in grid}) == 16
+    assert problem_of(grid[0], model()).devices == 4
+    with pytest.raises(UsageError):
+        points([3], ["bidirectional"], [8], ["1x"], ["makespan"], model(profile=None))  # odd ranks
+    with pytest.raises(UsageError):
+        points([4], ["diagonal"], [8], ["1x"], ["makespan"], model())
+    with pytest.raises(UsageError):
+        points([4], ["single"], [8], ["1x"], ["fastest"], model())
+    with pytest.raises(UsageError):
+        points([4], ["single"], [8], ["lots"], ["makespan"], model())

@@ -1,0 +1,132 @@
+"""The points of a sweep: every combination of rank count, placement, microbatch count,
+memory limit and objective, each carrying the costs it is solved with (a point travels to
+another process or another machine alone)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, replace
+from itertools import product
+
+from zbsolve.errors import UsageError
+from zbsolve.problem.placements import build_problem, check_shape, parse_placement
+from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
+from zbsolve.problem.profiles import Profile
+
+RANGE_HELP = "a list (0.5x,1x,2x) or a range FROM:TO:STEPS of relative limits (0.5x:2x:8, both ends included)"
+
+
+def parse_list(text: str, what: str) -> list[str]:
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise UsageError(f"{what} must be a comma-separated list, got {text!r}")
+    return list(dict.fromkeys(items))  # repeats run once
+
+
+def parse_counts(text: str, what: str) -> list[int]:
+    counts = []
+    for item in parse_list(text, what):
+        if not re.fullmatch(r"\d{1,6}", item) or int(item) < 1:
+            raise UsageError(f"{what}: each entry must be a whole number >= 1, got {item!r}")
+        counts.append(int(item))
+    return counts
+
+
+def parse_memory_grid(text: str) -> list[str]:
+    """Memory limits as `build_problem` reads them; `a:b:n` is n relative limits from a to b."""
+    match = re.fullmatch(r"\s*([\d.]+)x\s*:\s*([\d.]+)x\s*:\s*(\d{1,4})\s*", text)
+    if match:
+        low, high, steps = float(match.group(1)), float(match.group(2)), int(match.group(3))
+        if steps < 2 or not 0 < low < high:
+            raise UsageError(f"--memory range needs 0 < FROM < TO and at least 2 steps, got {text!r}")
+        return [f"{low + (high - low) * k / (steps - 1):.4g}x" for k in range(steps)]
+    if ":" in text:
+        raise UsageError(f"--memory must be {RANGE_HELP}, got {text!r}")
+    return parse_list(text, "--memory")
+
+
+@dataclass(frozen=True)
+class Point:
+    devices: int
+    placement: str
+    microbatches: int
+    memory: str
+    objective: str
+
+    @property
+    def key(self) -> str:
+        return f"P={self.devices} {self.placement} M={self.microbatches} memory={self.memory} {self.objective}"
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Costs per rank-stage for any rank count: the profile's for its own count, else scaled
+    by layers per rank (a profile that names its model's layers), or the same for every P."""
+
+    rank_costs: tuple[StageCost, ...]  # for `devices` ranks
+    devices: int | None
+    layers: int | None
+    comm: float
+    split_backward: bool
+    fb_overlap: float | None
+    time_unit: str
+    memory_unit: str | None = None
+
+    def costs_for(self, P: int) -> list[StageCost]:
+        if self.devices is None:
+            return [self.rank_costs[0]] * P
+        if P == self.devices:
+            return list(self.rank_costs)
+        if self.layers is None:
+            raise UsageError(f"the costs are for {self.devices} ranks; --stages {P} needs a profile whose "
+                             "model names its layers (model.layers), so per-stage costs can follow P")
+        if len(set(self.rank_costs)) > 1:
+            raise UsageError(f"the profile's stages differ; it can only be swept at its own {self.devices} ranks")
+        c, scale = self.rank_costs[0], self.devices / P  # a rank's share of the layers
+        scaled = StageCost(c.F * scale, c.B * scale, c.W * scale, c.activation * scale, c.residual * scale)
+        return [scaled] * P
+
+
+def cost_model(profile: Profile | None, rank_costs: list[StageCost], devices: int, comm: float,
+               split_backward: bool, fb_overlap: float | None, time_unit: str) -> CostModel:
+    layers = profile.extra.get("model", {}).get("layers") if profile is not None else None
+    unit = profile.extra.get("memory_unit") if profile is not None else None
+    return CostModel(tuple(rank_costs), None if profile is None else devices,
+                     layers if isinstance(layers, int) and layers > 0 else None,
+                     comm, split_backward, fb_overlap, time_unit, unit if isinstance(unit, str) else None)
+
+
+def points(stages: list[int], placements: list[str], microbatches: list[int], memories: list[str],
+           objectives: list[str], costs: CostModel) -> list[Point]:
+    """Every combination, checked before anything runs: a typo fails now, not an hour in."""
+    for name in placements:
+        parse_placement(name)
+    for objective in objectives:
+        if objective not in OBJECTIVES:
+            raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    found = []
+    for P, placement, M, memory, objective in product(stages, placements, microbatches, memories, objectives):
+        check_shape(parse_placement(placement), P, M, costs.split_backward)
+        found.append(Point(P, parse_placement(placement).name, M, memory, objective))
+    for point in found:
+        problem_of(point, costs)  # an odd count for bidirectional, a malformed limit: refused here
+    return found
+
+
+def problem_of(point: Point, costs: CostModel) -> Problem:
+    return build_problem(point.devices, point.microbatches, costs.costs_for(point.devices),
+                         placement=point.placement, comm=costs.comm,
+                         memory=None if point.memory == "none" else point.memory,
+                         split_backward=costs.split_backward, fb_overlap=costs.fb_overlap,
+                         objective=point.objective, time_unit=costs.time_unit)
+
+
+def to_dict(costs: CostModel) -> dict:
+    data = asdict(costs)
+    data["rank_costs"] = [asdict(c) for c in costs.rank_costs]
+    return data
+
+
+def from_dict(data: dict) -> CostModel:
+    return replace(CostModel(**{**data, "rank_costs": ()}),
+                   rank_costs=tuple(StageCost(**c) for c in data["rank_costs"]))

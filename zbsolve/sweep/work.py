@@ -1,0 +1,58 @@
+"""One point's work, run in a pool process or a Ray task: every baseline that fits, then the
+solve; the schedule comes back as its file's text, and the driver alone writes files."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from zbsolve.baselines import applicable, run_baseline
+from zbsolve.errors import InfeasibleError, SolverError
+from zbsolve.formats.schedule_json import dumps
+from zbsolve.schedule.schedule import Schedule
+from zbsolve.solvers import solve
+
+from .grid import Point, from_dict, problem_of
+
+
+def ignore_interrupts() -> None:
+    """Pool processes leave Ctrl-C to the driver, which stops them and keeps the store whole."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _row(schedule: Schedule, seconds: float) -> dict:
+    info, limit = schedule.solver, schedule.problem.memory_limit
+    return {
+        "value": schedule.value, "bound": info.bound if info else None, "gap": info.gap if info else None,
+        "status": info.status if info else "baseline", "makespan": schedule.metrics.makespan,
+        "span": schedule.metrics.span, "peak_memory": list(schedule.metrics.peak_memory),
+        "peak_x": schedule.metrics.peak_memory_x, "fits": not schedule.over_memory_limit(),
+        "limit": None if limit is None else list(limit), "seconds": round(seconds, 3),
+    }
+
+
+def solve_point(task: dict) -> dict:
+    """`task`: the point's fields, its costs (`grid.to_dict`) and the solver settings.
+    Returns the rows by name ("solved" and each baseline) and the solved schedule's text."""
+    point = Point(**task["point"])
+    problem = problem_of(point, from_dict(task["costs"]))
+    rows: dict[str, dict] = {}
+    timed = []
+    for name in applicable(problem):
+        began = time.monotonic()
+        schedule = run_baseline(name, problem)
+        timed.append(schedule)
+        rows[name] = _row(schedule, time.monotonic() - began)
+    settings = task["solver"]
+    began = time.monotonic()
+    try:
+        solved = solve(problem, settings["solver"], time_limit=settings["time_limit"],
+                       workers=settings["workers"], seed=settings["seed"],
+                       deterministic=settings["deterministic"], baselines=timed)
+    except InfeasibleError as error:
+        return {"rows": rows, "status": "infeasible", "message": str(error), "schedule": None}
+    except SolverError as error:
+        return {"rows": rows, "status": "unknown", "message": str(error), "schedule": None}
+    rows["solved"] = _row(solved, time.monotonic() - began)
+    return {"rows": rows, "status": rows["solved"]["status"], "message": solved.solver.message,
+            "schedule": dumps(solved)}
