@@ -100,14 +100,14 @@ def test_devices_with_the_same_memory_curve_stay_apart_by_dashes():
     assert len(styles) == 4 and len(set(styles)) == 4
 
 
-def test_every_op_is_one_bar_in_its_row_with_its_kind_s_colour():
+def test_every_op_is_one_bar_in_its_row_with_its_kind_s_colour_and_direction_s_shade():
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
     from matplotlib.colors import to_rgba
 
-    from zbsolve.plots.schedule_plot import COLOURS, _gantt
+    from zbsolve.plots.schedule_plot import _gantt, shade
 
     s = run_baseline("dualpipe", uniform(4, 8, placement="bidirectional", fb_overlap=2.4))
     figure, ax = pyplot.subplots()
@@ -130,8 +130,9 @@ def test_every_op_is_one_bar_in_its_row_with_its_kind_s_colour():
             low, high = (row - 0.4, row + 0.4) if t.overlap is None else \
                 ((row, row + 0.4) if t.op.kind == "F" else (row - 0.4, row))
             expected.append((round(t.start, 9), round(t.end, 9), round(low, 9), round(high, 9),
-                             to_rgba(COLOURS[t.op.kind])))
+                             to_rgba(shade(t.op.kind, t.op.pipe))))  # pipe 0 runs down, pipe 1 up
     assert sorted(drawn) == sorted(expected)
+    assert len({shade("F", 0), shade("F", 1), shade("B", 0), shade("B", 1)}) == 4
 
 
 @pytest.mark.parametrize("name, placement, overlap, memory", [
@@ -158,3 +159,77 @@ def test_the_memory_legend_sits_above_every_curve_and_the_limit(name, placement,
         assert box.y0 > highest and box.y1 <= ax.get_ylim()[1]
     finally:
         plt.close(fig)
+
+
+@pytest.mark.parametrize("placement, chunks", [("vshape", [0, 0, 1, 1]), ("interleaved:2", [0, 0, 1, 1]),
+                                               ("single", [0, 0])])
+def test_chunks_are_told_apart_by_their_place_on_the_device(placement, chunks):
+    from zbsolve.plots.schedule_plot import _kind_handles, chunk_of
+
+    s = run_baseline("1f1b" if placement == "single" else "zb-v" if placement == "vshape" else "interleaved",
+                     uniform(2, 4, placement=placement))
+    found = chunk_of(s)
+    assert [found[(0, k)] for k in range(len(s.problem.pipes[0].stages))] == chunks
+    labels = [h.get_label() for h in _kind_handles(s)]
+    if placement == "vshape":
+        assert labels == ["F chunk 0", "F chunk 1", "B chunk 0", "B chunk 1", "W chunk 0", "W chunk 1"]
+    elif placement == "single":
+        assert labels == ["F", "BW"]
+
+
+def test_many_devices_get_a_colour_scale_and_the_axis_names_u(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zbsolve.plots.schedule_plot import _memory
+
+    s = run_baseline("zb-v", uniform(16, 32, placement="vshape"))
+    fig, ax = plt.subplots()
+    try:
+        _memory(ax, s)
+        assert ax.get_legend() is None and len(fig.axes) == 2  # the colour bar's own axes
+        assert fig.axes[1].get_ylabel() == "device"
+        assert ax.get_ylabel() == "activation memory\n(U = 16)"
+    finally:
+        plt.close(fig)
+
+
+def test_the_title_leads_with_the_objective_and_its_bound():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zbsolve.plots.schedule_plot import _gantt
+
+    s = solve(uniform(4, 8, memory="1x", objective="span"), "cpsat", time_limit=5, workers=1)
+    fig, ax = plt.subplots()
+    try:
+        _gantt(ax, s, s.metrics.makespan)
+        assert ax.get_title().startswith(f"solved: span {s.metrics.span:.6g} ms (bound {s.solver.bound:.6g}, gap ")
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("reference, beside", [("none", None), ("1f1b", "1f1b"), ("v-min", "v-min"),
+                                               ("FILE", "zb-v")])
+def test_plot_reference_is_1f1b_any_baseline_a_file_or_none(tmp_path, capsys, reference, beside):
+    from unittest import mock
+
+    from zbsolve.plots import schedule_plot
+
+    schedule_file = tmp_path / "zbv.json"
+    write_schedule(run_baseline("zb-v", uniform(4, 8, placement="vshape")), schedule_file)
+    choice = str(schedule_file) if reference == "FILE" else reference
+    with mock.patch.object(schedule_plot, "_gantt", wraps=schedule_plot._gantt) as gantt:  # a spy: it still draws
+        assert main(["plot", str(schedule_file), "-o", str(tmp_path / "out.png"), "--reference", choice]) == 0
+    names = [call.args[1].name for call in gantt.call_args_list]
+    assert names == ["zb-v"] + ([beside] if beside else [])
+    assert (tmp_path / "out.png").read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+    assert main(["plot", str(schedule_file), "-o", str(tmp_path / "out.png"), "--reference", "zb-h1"]) == 2
+    assert "does not fit" in capsys.readouterr().err
+    assert main(["plot", str(schedule_file), "-o", str(tmp_path / "out.png"), "--reference", "nothing"]) == 2
+    assert "is none of them" in capsys.readouterr().err

@@ -18,16 +18,18 @@ from zbsolve.runtime.profiling import DTYPES
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import check_solvable, check_solver_options
 
-from .inputs import read_any
+from .inputs import is_csv, read_any
 from .options import add_problem_options, problem_from_args
 from .outputs import (
     baseline_rows,
+    check_compare_outputs,
     check_outputs,
     describe_problem,
     given_rows,
     print_comparison,
     reference_of,
     requested_outputs,
+    write_compare_outputs,
     write_outputs,
 )
 from .solve import add_solver_options, register_solve, solve_with_progress
@@ -42,16 +44,34 @@ def run_plot(args: argparse.Namespace) -> int:
     from zbsolve.plots.schedule_plot import check_plot_path, plot
 
     check_plot_path(args.output)
-    check_separate({"the schedule file": args.file}, {"-o": args.output})
+    check_separate({"the schedule file": args.file, "--reference": args.reference}, {"-o": args.output})
     schedule = read_any(args.file, args)
     validate(schedule)
-    reference = one_f_one_b_reference(schedule.problem) if args.reference == "1f1b" else None
-    if args.reference == "1f1b" and reference is None:
-        print("zbsolve plot: note: the pipes are hand-built (not a named placement), so there is no "
-              "single chain to run 1F1B on; the schedule is drawn alone", file=sys.stderr)
-    plot(schedule, args.output, reference=reference)
+    plot(schedule, args.output, reference=_plot_reference(args.reference, schedule, args))
     print(f"wrote {args.output}")
     return 0
+
+
+def _plot_reference(choice: str, schedule, args: argparse.Namespace):
+    """What `plot --reference` names: 1F1B on the single chain, any baseline of the schedule's
+    problem, a second schedule file (JSON, or a CSV timed on the same problem), or none."""
+    key = choice.strip().lower()
+    if key == "none":
+        return None
+    if key == "1f1b":
+        reference = one_f_one_b_reference(schedule.problem)
+        if reference is None:
+            print("zbsolve plot: note: the pipes are hand-built (not a named placement), so there is no "
+                  "single chain to run 1F1B on; the schedule is drawn alone", file=sys.stderr)
+        return reference
+    if key in BASELINES:
+        return run_baseline(key, schedule.problem)
+    if not os.path.exists(choice):
+        raise UsageError(f"--reference must be 1f1b, none, a baseline ({', '.join(BASELINES)}) or a schedule "
+                         f"file; {choice!r} is none of them")
+    reference = read_any(choice, args, schedule.problem) if is_csv(choice) else read_any(choice, args)
+    validate(reference)
+    return reference
 
 
 def run_baseline_command(args: argparse.Namespace) -> int:
@@ -80,11 +100,13 @@ def run_compare(args: argparse.Namespace) -> int:
     if not args.no_solve:
         check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
     problem = problem_from_args(args)
+    check_compare_outputs(args)
     if not args.no_solve:
         check_solvable(problem, args.solver)  # before the hand-made schedules are timed
     timed = baseline_rows(problem) + given_rows(args.schedule, args, problem, "compare")  # the table and the start
     solved = [] if args.no_solve else [solve_with_progress(problem, args, timed)]
-    print_comparison("compare", problem, solved, timed)
+    rows, reference = print_comparison("compare", problem, solved, timed)
+    write_compare_outputs(args, rows, reference)
     return 130 if solved and solved[0].solver.status == "interrupted" else 0
 
 
@@ -173,6 +195,9 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("--schedule", metavar="FILE", action="append",
                    help="a schedule of this problem to compare too (JSON, or a torch compute_only CSV); the solve "
                         "starts from it where it fits; may be given more than once")
+    p.add_argument("-o", "--output-dir", metavar="DIR",
+                   help="write every schedule of the table that keeps the memory limit as DIR/NAME.json")
+    p.add_argument("--table", metavar="FILE", help="write the table as CSV or JSON (.csv or .json), numbers unrounded")
 
     p = command("validate", "check a schedule file independently; names the first violated op", run_validate)
     p.add_argument("file", help=SCHEDULE_FILE_HELP)
@@ -182,8 +207,9 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("file", help=SCHEDULE_FILE_HELP)
     add_problem_options(p)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="a .png, .svg or .pdf file")
-    p.add_argument("--reference", choices=("1f1b", "none"), default="1f1b",
-                   help="draw 1F1B on the single chain beside it, on one time axis (default 1f1b)")
+    p.add_argument("--reference", default="1f1b", metavar="1f1b|BASELINE|FILE|none",
+                   help="what to draw beside it on one time axis: 1F1B on the single chain (default), any "
+                        "baseline of its problem, another schedule file, or none")
 
     p = command("profile", "measure F, B, W and memory of a GPT-style layer stack with PyTorch", run_profile)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import warnings
 from dataclasses import replace
 
 from zbsolve.errors import ProblemWarning, UsageError
-from zbsolve.problem.placements import MEMORY_HELP, PLACEMENT_HELP, build_problem, check_shape, parse_placement
+from zbsolve.problem.placements import (
+    MEMORY_HELP,
+    PLACEMENT_HELP,
+    build_problem,
+    check_shape,
+    costs_for,
+    overlap_from_fraction,
+    parse_placement,
+)
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile, load_profile
 
@@ -36,9 +45,10 @@ def add_cost_options(group: argparse._ArgumentGroup) -> None:
                        help="memory one forward allocates per rank-stage (default 1)")
     group.add_argument("--residual", type=float, metavar="R",
                        help="memory held after B until W (default 0.5 x activation)")
-    group.add_argument("--fb-overlap", type=float, metavar="T",
+    group.add_argument("--fb-overlap", metavar="T|FRACTION",
                        help="duration of an overlapped F&B pair (DualPipe), between max(F, B + W) and "
-                       "F + B + W (a pair absorbs its W); default: no overlap")
+                       "F + B + W (a pair absorbs its W), or as a share of F + B (80%%, 0.8x: the pair takes "
+                       "0.8 (F + B) + W); default: no overlap")
     group.add_argument("--no-split-backward", action="store_true",
                        help="keep backward fused (BW): no separate B and W ops")
     group.add_argument("--time-unit", help="unit of all times (default: the profile's, else ms)")
@@ -57,8 +67,36 @@ def _check_flag(name: str, value: float | None) -> None:
 
 
 def check_cost_flags(args: argparse.Namespace) -> None:
-    for name in ("F", "B", "W", "comm", "activation", "residual", "fb_overlap"):
-        _check_flag(name.replace("_", "-"), getattr(args, name))
+    for name in ("F", "B", "W", "comm", "activation", "residual"):
+        _check_flag(name, getattr(args, name))
+    parse_fb_overlap(args.fb_overlap)
+
+
+def parse_fb_overlap(text: str | None) -> tuple[str, float] | None:
+    """`--fb-overlap` as ("time", T) or ("fraction", f of F + B)."""
+    if text is None:
+        return None
+    value = text.strip().lower()
+    match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*(%|x)", value)
+    if match:
+        fraction = float(match.group(1)) / (100 if match.group(2) == "%" else 1)
+        if not 0 < fraction <= 1:
+            raise UsageError(f"--fb-overlap as a share of F + B must be above 0 and at most 100%, got {text}")
+        return "fraction", fraction
+    try:
+        number = float(value)
+    except ValueError:
+        raise UsageError(f"--fb-overlap must be a time or a share of F + B (80% or 0.8x), got {text!r}") from None
+    _check_flag("fb-overlap", number)
+    return "time", number
+
+
+def fb_overlap_for(text: str | None, placement: str, rank_costs: list[StageCost]) -> float | None:
+    """The pair length for the problem: the time given, or the share of its stages' F + B."""
+    given = parse_fb_overlap(text)
+    if given is None or given[0] == "time":
+        return None if given is None else given[1]
+    return overlap_from_fraction(given[1], costs_for(parse_placement(placement), rank_costs))
 
 
 def rank_costs_from_args(args: argparse.Namespace, profile: Profile | None,
@@ -101,7 +139,8 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
         problem = build_problem(
             devices, microbatches, rank_costs,
             placement=args.placement, comm=comm, memory=memory,
-            split_backward=not args.no_split_backward, fb_overlap=args.fb_overlap,
+            split_backward=not args.no_split_backward,
+            fb_overlap=fb_overlap_for(args.fb_overlap, args.placement, rank_costs),
             objective=args.objective,
             time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
         )

@@ -4,13 +4,18 @@ the comparison table, and the output files (checked before any work, written aft
 from __future__ import annotations
 
 import argparse
+import csv
+import io
+import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from zbsolve.baselines import applicable, left_out, run_baseline
 from zbsolve.baselines.reference import one_f_one_b_reference
-from zbsolve.formats.atomic_files import check_separate, check_writable
+from zbsolve.errors import UsageError
+from zbsolve.formats.atomic_files import check_separate, check_writable, write_atomic
 from zbsolve.formats.schedule_json import write_schedule
 from zbsolve.formats.torch_csv import check_torch_form, write_torch_csv
 from zbsolve.problem.op_graph import OpGraph
@@ -20,7 +25,7 @@ from zbsolve.schedule.validator import validate
 from zbsolve.solvers import lower_bound, with_bound
 
 from .inputs import read_for
-from .table import comparison_table
+from .table import comparison_table, table_records
 
 
 def describe_problem(problem: Problem) -> str:
@@ -96,10 +101,11 @@ def reference_of(problem: Problem, timed: list[Schedule]) -> Schedule | None:
     return one_f_one_b_reference(problem)
 
 
-def print_comparison(command: str, problem: Problem, solved: list[Schedule], timed: list[Schedule]) -> None:
+def print_comparison(command: str, problem: Problem, solved: list[Schedule],
+                     timed: list[Schedule]) -> tuple[list[Schedule], Schedule]:
     """The table: solved rows, then every applicable baseline (`timed`, from `baseline_rows`,
     as for the solve's start), speed-ups against 1F1B; on stderr, why a baseline made for
-    this placement is not in it."""
+    this placement is not in it. Returns the rows and the reference."""
     reference = reference_of(problem, timed)
     # A solved row's bound is already at least lower_bound(problem): compute it only without one.
     proven = [s.solver.bound for s in solved if s.solver.bound is not None]
@@ -112,6 +118,7 @@ def print_comparison(command: str, problem: Problem, solved: list[Schedule], tim
     print(comparison_table(solved + rows, reference))
     for name, reason in left_out(problem):
         print(f"zbsolve {command}: note: {name} is not in the table: it {reason}", file=sys.stderr)
+    return solved + rows, reference
 
 
 def given_rows(paths: list[str] | None, args: argparse.Namespace, problem: Problem, command: str) -> list[Schedule]:
@@ -126,3 +133,42 @@ def given_rows(paths: list[str] | None, args: argparse.Namespace, problem: Probl
                   file=sys.stderr)
         rows.append(replace(schedule, name=Path(path).name))
     return rows
+
+
+def check_compare_outputs(args: argparse.Namespace) -> None:
+    """`compare -o DIR` and `--table FILE`, refused before any work when they cannot be written."""
+    if args.output_dir:
+        folder = Path(args.output_dir)
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"-o {args.output_dir}: not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        check_writable(folder / "probe.json")
+    if args.table:
+        if Path(args.table).suffix.lower() not in (".csv", ".json"):
+            raise UsageError(f"--table must end in .csv or .json, got {args.table!r}")
+        check_writable(args.table)
+
+
+def write_compare_outputs(args: argparse.Namespace, rows: list[Schedule], reference: Schedule) -> None:
+    """Each schedule that keeps the memory limit as FOLDER/NAME.json; the table as CSV or JSON."""
+    if args.output_dir:
+        for s in rows:
+            name = re.sub(r"[^A-Za-z0-9.-]+", "_", s.name).strip("_") or "schedule"
+            if s.over_memory_limit():
+                print(f"zbsolve compare: note: {s.name} is not written: it breaks the memory limit", file=sys.stderr)
+                continue
+            validate(s)
+            write_schedule(s, Path(args.output_dir) / f"{name}.json")
+        print(f"wrote the schedules to {args.output_dir}")
+    if args.table:
+        records = table_records(rows, reference)
+        if args.table.lower().endswith(".json"):
+            text = json.dumps(records, indent=1) + "\n"
+        else:
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=list(records[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({**r, "peak_memory": " ".join(f"{v:g}" for v in r["peak_memory"])} for r in records)
+            text = out.getvalue()
+        write_atomic(args.table, text)
+        print(f"wrote {args.table}")

@@ -18,7 +18,7 @@ from zbsolve.sweep.frontier import frontier, frontier_csv, frontier_json, fronti
 from zbsolve.sweep.grid import RANGE_HELP, cost_model, parse_counts, parse_list, parse_memory_grid, points
 from zbsolve.sweep.store import Store
 
-from .options import add_cost_options, check_cost_flags, comm_from_args, rank_costs_from_args
+from .options import add_cost_options, check_cost_flags, comm_from_args, parse_fb_overlap, rank_costs_from_args
 from .solve import add_solver_options
 
 PLACEMENTS = "single,interleaved:2,vshape,bidirectional"
@@ -130,10 +130,13 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if stages is None or microbatches is None:
         raise UsageError("--stages and --microbatches are required (or a --profile that names them)")
     base_P = profile.devices if profile and profile.devices else stages[0]
+    overlap = parse_fb_overlap(args.fb_overlap)
     costs = cost_model(profile, rank_costs_from_args(args, profile, profile.rank_costs(base_P) if profile else None,
                                                      base_P),
-                       base_P, comm_from_args(args, profile), not args.no_split_backward, args.fb_overlap,
-                       args.time_unit or (profile.time_unit if profile else "ms"))
+                       base_P, comm_from_args(args, profile), not args.no_split_backward,
+                       overlap[1] if overlap and overlap[0] == "time" else None,
+                       args.time_unit or (profile.time_unit if profile else "ms"),
+                       overlap[1] if overlap and overlap[0] == "fraction" else None)
     grid = points(stages, [p for p in parse_list(args.placements, "--placements")], microbatches,
                   parse_memory_grid(args.memory), parse_list(args.objective, "--objective"), costs)
     _check_frontier_outputs(args, args.store)

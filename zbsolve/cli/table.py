@@ -5,41 +5,71 @@ from __future__ import annotations
 from zbsolve.schedule.schedule import Schedule
 
 
-def _num(value: float | None, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:.0f}"
-
-
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.2f}%"
 
 
+def _column(values: list[float | None], significant: int = 6) -> list[str]:
+    """A column's numbers with one number of decimals, as many as its most precise value needs
+    at `significant` digits: 1310.40 beside 1432.71, not 1310.4."""
+
+    def decimals(v: float) -> int:
+        text = f"{v:.{significant}g}"
+        return 0 if "e" in text or "." not in text else len(text.split(".")[1])
+
+    shown = [v for v in values if v is not None]
+    places = min(6, max((decimals(v) for v in shown), default=0))
+    return ["-" if v is None else f"{v:.{places}f}" for v in values]
+
+
+def _note(s: Schedule) -> str:
+    over = s.over_memory_limit()
+    if over:
+        return f"over memory limit on device {over[0]}" + (f" (+{len(over) - 1} more)" if len(over) > 1 else "")
+    return s.solver.message or ""
+
+
+def table_records(rows: list[Schedule], reference: Schedule) -> list[dict]:
+    """The table's rows as data (for CSV and JSON), numbers unrounded, memory per device."""
+    problem = reference.problem
+    return [{
+        "schedule": s.name, "objective": problem.objective, "value": s.value, "bound": s.solver.bound,
+        "gap": s.solver.gap, "makespan": s.metrics.makespan, "span": s.metrics.span,
+        "bubble": s.metrics.bubble_rate, "span_bubble": s.metrics.span_bubble_rate,
+        "peak_memory_x": s.metrics.peak_memory_x, "peak_memory": list(s.metrics.peak_memory),
+        "speedup_vs_1f1b": reference.metrics.makespan / s.metrics.makespan,
+        "span_speedup_vs_1f1b": reference.metrics.span / s.metrics.span if s.metrics.span else None,
+        "status": s.solver.status, "time_s": s.solver.wall_time_s, "fits": not s.over_memory_limit(),
+        "time_unit": problem.time_unit, "note": _note(s),
+    } for s in rows]
+
+
 def comparison_table(rows: list[Schedule], reference: Schedule) -> str:
-    """One line per schedule; speed-ups are relative to `reference` (1F1B)."""
-    unit = reference.problem.time_unit
-    header = ["schedule", f"makespan ({unit})", "bubble", "span bubble", "peak mem (xU)",
-              "vs 1F1B", "span vs 1F1B", "status", "bound", "gap", "time (s)", "note"]
+    """One line per schedule, led by the problem's objective with its bound and gap; speed-ups
+    are relative to `reference` (1F1B)."""
+    problem = reference.problem
+    unit, objective = problem.time_unit, problem.objective
+    other = "span" if objective == "makespan" else "makespan"
+    header = ["schedule", f"{objective} ({unit})", "bound", "gap", f"{other} ({unit})", "bubble", "span bubble",
+              "peak mem (xU)", "vs 1F1B", "span vs 1F1B", "status", "time (s)", "note"]
+    values = _column([s.value for s in rows])
+    bounds = _column([s.solver.bound for s in rows])
+    others = _column([s.metrics.span if objective == "makespan" else s.metrics.makespan for s in rows])
     lines = [header]
-    for s in rows:
-        m = s.metrics
-        over = s.over_memory_limit()
-        note = ""
-        if over:
-            note = f"over memory limit on device {over[0]}" + (f" (+{len(over) - 1} more)" if len(over) > 1 else "")
-        if s.solver.message and not note:
-            note = s.solver.message
+    for k, s in enumerate(rows):
+        m, note = s.metrics, _note(s)
         lines.append([
             s.name,
-            _num(m.makespan, 6),
+            values[k],
+            bounds[k],
+            _pct(s.solver.gap),
+            others[k],
             _pct(m.bubble_rate),
             _pct(m.span_bubble_rate),
             f"{m.peak_memory_x:.3f}",
             f"{reference.metrics.makespan / m.makespan:.4f}x",
             f"{reference.metrics.span / m.span:.4f}x" if m.span else "-",
             s.solver.status,
-            _num(s.solver.bound, 6),
-            _pct(s.solver.gap),
             "-" if s.solver.wall_time_s is None else f"{s.solver.wall_time_s:.1f}",
             note,
         ])

@@ -42,10 +42,32 @@ def memory_steps(schedule: Schedule, device: int) -> tuple[list[float], list[flo
     return times, levels
 
 
+def chunk_of(schedule: Schedule) -> dict[tuple[int, int], int]:
+    """Each (pipe, stage)'s chunk on its device: the direction for bidirectional (pipe 0 down,
+    1 up), else the stage's place among the device's stages (vshape: 0 down, 1 back)."""
+    problem = schedule.problem
+    if len(problem.pipes) > 1:
+        return {(p, k): p for p, pipe in enumerate(problem.pipes) for k in range(len(pipe.stages))}
+    held: dict[int, list[int]] = {}
+    for k, stage in enumerate(problem.pipes[0].stages):
+        held.setdefault(stage.device, []).append(k)
+    return {(0, k): sorted(stages).index(k) for stages in held.values() for k in stages}
+
+
+def shade(kind: str, chunk: int) -> str:
+    """The kind's colour, lighter for each later chunk, so chunks and directions stand apart."""
+    import matplotlib.colors as mcolors
+
+    r, g, b = mcolors.to_rgb(COLOURS[kind])
+    mix = min(0.6, 0.3 * chunk)
+    return mcolors.to_hex((r + (1 - r) * mix, g + (1 - g) * mix, b + (1 - b) * mix))
+
+
 def _gantt(ax, schedule: Schedule, makespan: float) -> None:
-    # One collection per row, kind and pair half: a bar per op is far too slow at large sizes.
+    # One collection per row, kind, chunk and pair half: a bar per op is far too slow at large sizes.
     P = schedule.problem.devices
-    bars: dict[tuple[float, float, str, bool], list[tuple[float, float]]] = {}
+    chunks = chunk_of(schedule)
+    bars: dict[tuple[float, float, str, int, bool], list[tuple[float, float]]] = {}
     for d, ops in enumerate(schedule.devices):
         y = P - 1 - d
         for timed in ops:
@@ -54,44 +76,75 @@ def _gantt(ax, schedule: Schedule, makespan: float) -> None:
             if timed.overlap is not None:  # pair halves: F on top, backward below
                 height = 0.4
                 bottom = y if timed.op.kind == "F" else y - 0.4
-            bars.setdefault((bottom, height, timed.op.kind, timed.overlap is not None), []).append((timed.start, width))
+            chunk = chunks[(timed.op.pipe, timed.op.stage)]
+            bars.setdefault((bottom, height, timed.op.kind, chunk, timed.overlap is not None), []).append(
+                (timed.start, width))
             if width >= makespan / 45:
                 ax.text(timed.start + width / 2, bottom + height / 2, str(timed.op.microbatch),
                         ha="center", va="center", fontsize=6, color="white")
-    for (bottom, height, kind, paired), spans in bars.items():
-        ax.broken_barh(spans, (bottom, height), facecolors=COLOURS[kind], edgecolor="white", linewidth=0.4,
+    for (bottom, height, kind, chunk, paired), spans in bars.items():
+        ax.broken_barh(spans, (bottom, height), facecolors=shade(kind, chunk), edgecolor="white", linewidth=0.4,
                        hatch="///" if paired else None)
     ax.set_yticks(range(P), [f"device {P - 1 - y}" for y in range(P)], fontsize=7)
     ax.set_ylim(-0.6, P - 0.4)
-    m = schedule.metrics
-    ax.set_title(f"{schedule.name}: makespan {m.makespan:.6g} {schedule.problem.time_unit}, "
+    m, problem, info = schedule.metrics, schedule.problem, schedule.solver
+    proof = ""
+    if info is not None and info.bound is not None and info.gap is not None:
+        proof = f" (bound {info.bound:.6g}, gap {100 * info.gap:.2f}%)"
+    ax.set_title(f"{schedule.name}: {problem.objective} {schedule.value:.6g} {problem.time_unit}{proof}, "
                  f"bubble {100 * m.bubble_rate:.2f}%, peak {m.peak_memory_x:.3g}x U", fontsize=8)
 
 
 LINE_STYLES = ("-", "--", ":", "-.")
 LEGEND_COLUMNS = 5
+LEGEND_DEVICES = 8  # more devices get a colour scale instead of a legend
 
 
 def _memory(ax, schedule: Schedule) -> None:
-    top = 0.0
-    for d in range(schedule.problem.devices):
+    top, P = 0.0, schedule.problem.devices
+    import matplotlib.pyplot as plt
+
+    ramp = plt.get_cmap("viridis") if P > LEGEND_DEVICES else None
+    for d in range(P):
         times, levels = memory_steps(schedule, d)
         top = max(top, *levels)
         # Mirror-image devices (DualPipe, V-shape) often share a curve: dashes keep both visible.
+        colour = None if ramp is None else ramp(d / max(1, P - 1))
         ax.step(times, levels, where="post", linewidth=0.8, linestyle=LINE_STYLES[d % len(LINE_STYLES)],
-                label=f"device {d}")
+                label=f"device {d}", color=colour)
+    if ramp is not None:  # many devices: a colour scale reads where sixteen legend rows do not
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import Normalize
+
+        bar = plt.colorbar(ScalarMappable(Normalize(0, P - 1), ramp), ax=ax, pad=0.01, aspect=15)
+        bar.set_label("device", fontsize=7)
+        bar.ax.tick_params(labelsize=6)
     limit = schedule.problem.memory_limit
     if limit is not None:
         top = max(top, max(limit))
         ax.axhline(max(limit), color="red", linestyle="--", linewidth=0.8, label="limit")
-    ax.set_ylabel("memory", fontsize=7)
+    ax.set_ylabel(f"activation memory\n(U = {schedule.problem.memory_unit():g})", fontsize=7)
     ax.set_xlabel(f"time ({schedule.problem.time_unit})", fontsize=7)
     ax.tick_params(labelsize=7)
-    if schedule.problem.devices <= 8:
+    if P <= LEGEND_DEVICES:
         # Room above the highest level for the legend's rows, which hid the curves' plateau.
         legend = ax.legend(fontsize=6, ncol=LEGEND_COLUMNS, loc="upper right")
         rows = -(-len(legend.get_texts()) // LEGEND_COLUMNS)
         ax.set_ylim(0, (top or 1) * (1.1 + 0.17 * rows))
+
+
+def _kind_handles(schedule: Schedule) -> list:
+    """One legend patch per kind and chunk drawn (per direction with two pipes)."""
+    from matplotlib.patches import Patch
+
+    chunks = chunk_of(schedule)
+    if len(schedule.problem.pipes) > 1:
+        names = ("down", "up")
+    else:
+        names = tuple(f"chunk {c}" for c in range(max(chunks.values()) + 1))
+    used = sorted({(t.op.kind, chunks[(t.op.pipe, t.op.stage)]) for ops in schedule.devices for t in ops},
+                  key=lambda item: (list(COLOURS).index(item[0]), item[1]))
+    return [Patch(color=shade(k, c), label=f"{k} {names[c]}" if len(names) > 1 else k) for k, c in used]
 
 
 def check_plot_path(path: str | os.PathLike) -> None:
@@ -125,8 +178,11 @@ def plot(schedule: Schedule, path: str | os.PathLike, reference: Schedule | None
         _gantt(axes[0][column], s, makespan)
         _memory(axes[1][column], s)
     axes[0][0].set_xlim(0, makespan * 1.01)
-    kinds = sorted({t.op.kind for s in shown for ops in s.devices for t in ops}, key=list(COLOURS).index)
-    handles = [Patch(color=COLOURS[k], label=k) for k in kinds]
+    handles = _kind_handles(schedule)
+    if reference is not None:
+        named = {h.get_label().split()[0] for h in handles}
+        kinds = {t.op.kind for ops in reference.devices for t in ops} - named
+        handles += [Patch(color=COLOURS[k], label=k) for k in sorted(kinds, key=list(COLOURS).index)]
     if any(t.overlap is not None for s in shown for ops in s.devices for t in ops):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="F&B pair"))
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False)

@@ -166,3 +166,15 @@ def build_problem(
     # The memory unit does not depend on pairs; without them this helper does not warn a second time.
     limit = parse_memory(memory, Problem(**{**common, "fb_overlap": None}))
     return Problem(**common, memory_limit=limit)
+
+
+def overlap_from_fraction(fraction: float, stage_costs: Sequence[StageCost]) -> float:
+    """The length of an F&B pair whose F and B overlap into `fraction` of F + B, its W after
+    them (a pair absorbs its W); the stages must agree on F, B and W for one length to hold."""
+    if not 0 < fraction <= 1:
+        raise ProblemError(f"an F&B overlap as a fraction of F + B must be above 0 and at most 1, got {fraction:g}")
+    if len({(c.F, c.B, c.W) for c in stage_costs}) > 1:
+        raise ProblemError("an F&B overlap as a fraction of F + B needs the same F, B and W on every stage; "
+                           "give the pair's length as a time instead")
+    c = stage_costs[0]
+    return fraction * (c.F + c.B) + c.W

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 from itertools import product
 
 from zbsolve.errors import UsageError
-from zbsolve.problem.placements import build_problem, check_shape, parse_placement
+from zbsolve.problem.placements import build_problem, check_shape, costs_for, overlap_from_fraction, parse_placement
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile
 
@@ -71,6 +71,7 @@ class CostModel:
     fb_overlap: float | None
     time_unit: str
     memory_unit: str | None = None
+    fb_overlap_fraction: float | None = None  # a share of F + B: the pair's length follows each point's costs
 
     def costs_for(self, P: int) -> list[StageCost]:
         if self.devices is None:
@@ -88,12 +89,14 @@ class CostModel:
 
 
 def cost_model(profile: Profile | None, rank_costs: list[StageCost], devices: int, comm: float,
-               split_backward: bool, fb_overlap: float | None, time_unit: str) -> CostModel:
+               split_backward: bool, fb_overlap: float | None, time_unit: str,
+               fb_overlap_fraction: float | None = None) -> CostModel:
     layers = profile.extra.get("model", {}).get("layers") if profile is not None else None
     unit = profile.extra.get("memory_unit") if profile is not None else None
     return CostModel(tuple(rank_costs), None if profile is None else devices,
                      layers if isinstance(layers, int) and layers > 0 else None,
-                     comm, split_backward, fb_overlap, time_unit, unit if isinstance(unit, str) else None)
+                     comm, split_backward, fb_overlap, time_unit, unit if isinstance(unit, str) else None,
+                     fb_overlap_fraction)
 
 
 def points(stages: list[int], placements: list[str], microbatches: list[int], memories: list[str],
@@ -114,10 +117,15 @@ def points(stages: list[int], placements: list[str], microbatches: list[int], me
 
 
 def problem_of(point: Point, costs: CostModel) -> Problem:
-    return build_problem(point.devices, point.microbatches, costs.costs_for(point.devices),
+    rank_costs = costs.costs_for(point.devices)
+    overlap = costs.fb_overlap
+    if costs.fb_overlap_fraction is not None:
+        overlap = overlap_from_fraction(costs.fb_overlap_fraction,
+                                        costs_for(parse_placement(point.placement), rank_costs))
+    return build_problem(point.devices, point.microbatches, rank_costs,
                          placement=point.placement, comm=costs.comm,
                          memory=None if point.memory == "none" else point.memory,
-                         split_backward=costs.split_backward, fb_overlap=costs.fb_overlap,
+                         split_backward=costs.split_backward, fb_overlap=overlap,
                          objective=point.objective, time_unit=costs.time_unit)
 
 
