@@ -233,3 +233,19 @@ def test_plot_reference_is_1f1b_any_baseline_a_file_or_none(tmp_path, capsys, re
     assert "does not fit" in capsys.readouterr().err
     assert main(["plot", str(schedule_file), "-o", str(tmp_path / "out.png"), "--reference", "nothing"]) == 2
     assert "is none of them" in capsys.readouterr().err
+
+
+def test_the_memory_axis_names_the_costs_unit():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zbsolve.plots.schedule_plot import _memory
+
+    fig, ax = plt.subplots()
+    try:
+        _memory(ax, run_baseline("1f1b", uniform(4, 8, memory_unit_name="GB")))
+        assert ax.get_ylabel() == "activation memory (GB)"
+    finally:
+        plt.close(fig)

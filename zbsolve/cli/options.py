@@ -52,6 +52,9 @@ def add_cost_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--no-split-backward", action="store_true",
                        help="keep backward fused (BW): no separate B and W ops")
     group.add_argument("--time-unit", help="unit of all times (default: the profile's, else ms)")
+    group.add_argument("--memory-unit", metavar="UNIT",
+                       help="what --activation, --residual and plain --memory amounts count, such as GB or MB "
+                            "(default: the profile's memory_unit); lets --memory take 40GB or 38GiB")
 
 
 def _check_flag(name: str, value: float | None) -> None:
@@ -110,6 +113,13 @@ def rank_costs_from_args(args: argparse.Namespace, profile: Profile | None,
     return [replace(c, **flags) for c in base]
 
 
+def memory_unit_from_args(args: argparse.Namespace, profile: Profile | None) -> str | None:
+    if args.memory_unit is not None:
+        return args.memory_unit
+    unit = profile.extra.get("memory_unit") if profile is not None else None
+    return unit if isinstance(unit, str) else None
+
+
 def comm_from_args(args: argparse.Namespace, profile: Profile | None) -> float:
     if args.comm is not None:
         return args.comm
@@ -143,6 +153,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
             fb_overlap=fb_overlap_for(args.fb_overlap, args.placement, rank_costs),
             objective=args.objective,
             time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
+            memory_unit_name=memory_unit_from_args(args, profile),
         )
     warning = problem.overlap_warning("--fb-overlap")
     if warning:

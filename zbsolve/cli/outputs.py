@@ -40,9 +40,10 @@ def describe_problem(problem: Problem) -> str:
         memory = "memory unlimited"
     else:
         limit = max(problem.memory_limit)
-        unit = problem.memory_unit()
-        relative = f"{limit / unit:.3g}x U, U={unit:g}" if unit else "U=0: no activation"
-        memory = f"memory limit {limit:g} ({relative})"
+        unit, name = problem.memory_unit(), f" {problem.memory_unit_name}" if problem.memory_unit_name else ""
+        relative = f"{limit / unit:.3g}x U, U={unit:g}{name}" if unit else "U=0: no activation"
+        varies = "" if len(set(problem.memory_limit)) == 1 else " on the largest device"
+        memory = f"memory limit {limit:g}{name}{varies} ({relative})"
     overlap = "" if problem.fb_overlap is None else f", F&B overlap {problem.fb_overlap:g}"
     return (
         f"P={problem.devices} M={problem.microbatches} placement {problem.placement}, {cost_text}, "

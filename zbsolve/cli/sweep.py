@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from zbsolve.errors import UsageError
@@ -18,7 +19,14 @@ from zbsolve.sweep.frontier import frontier, frontier_csv, frontier_json, fronti
 from zbsolve.sweep.grid import RANGE_HELP, cost_model, parse_counts, parse_list, parse_memory_grid, points
 from zbsolve.sweep.store import Store
 
-from .options import add_cost_options, check_cost_flags, comm_from_args, parse_fb_overlap, rank_costs_from_args
+from .options import (
+    add_cost_options,
+    check_cost_flags,
+    comm_from_args,
+    memory_unit_from_args,
+    parse_fb_overlap,
+    rank_costs_from_args,
+)
 from .solve import add_solver_options
 
 PLACEMENTS = "single,interleaved:2,vshape,bidirectional"
@@ -137,6 +145,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
                        overlap[1] if overlap and overlap[0] == "time" else None,
                        args.time_unit or (profile.time_unit if profile else "ms"),
                        overlap[1] if overlap and overlap[0] == "fraction" else None)
+    costs = replace(costs, memory_unit=memory_unit_from_args(args, profile))
     grid = points(stages, [p for p in parse_list(args.placements, "--placements")], microbatches,
                   parse_memory_grid(args.memory), parse_list(args.objective, "--objective"), costs)
     _check_frontier_outputs(args, args.store)

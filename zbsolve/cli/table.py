@@ -37,6 +37,7 @@ def table_records(rows: list[Schedule], reference: Schedule) -> list[dict]:
         "gap": s.solver.gap, "makespan": s.metrics.makespan, "span": s.metrics.span,
         "bubble": s.metrics.bubble_rate, "span_bubble": s.metrics.span_bubble_rate,
         "peak_memory_x": s.metrics.peak_memory_x, "peak_memory": list(s.metrics.peak_memory),
+        "memory_unit": problem.memory_unit_name,
         "speedup_vs_1f1b": reference.metrics.makespan / s.metrics.makespan,
         "span_speedup_vs_1f1b": reference.metrics.span / s.metrics.span if s.metrics.span else None,
         "status": s.solver.status, "time_s": s.solver.wall_time_s, "fits": not s.over_memory_limit(),
@@ -50,8 +51,10 @@ def comparison_table(rows: list[Schedule], reference: Schedule) -> str:
     problem = reference.problem
     unit, objective = problem.time_unit, problem.objective
     other = "span" if objective == "makespan" else "makespan"
+    memory = f"peak mem ({problem.memory_unit_name})" if problem.memory_unit_name else "peak mem"
     header = ["schedule", f"{objective} ({unit})", "bound", "gap", f"{other} ({unit})", "bubble", "span bubble",
-              "peak mem (xU)", "vs 1F1B", "span vs 1F1B", "status", "time (s)", "note"]
+              memory, "peak mem (xU)", "vs 1F1B", "span vs 1F1B", "status", "time (s)", "note"]
+    peaks = _column([max(s.metrics.peak_memory) for s in rows], significant=4)
     values = _column([s.value for s in rows])
     bounds = _column([s.solver.bound for s in rows])
     others = _column([s.metrics.span if objective == "makespan" else s.metrics.makespan for s in rows])
@@ -66,6 +69,7 @@ def comparison_table(rows: list[Schedule], reference: Schedule) -> str:
             others[k],
             _pct(m.bubble_rate),
             _pct(m.span_bubble_rate),
+            peaks[k],
             f"{m.peak_memory_x:.3f}",
             f"{reference.metrics.makespan / m.makespan:.4f}x",
             f"{reference.metrics.span / m.span:.4f}x" if m.span else "-",

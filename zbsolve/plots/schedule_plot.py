@@ -123,7 +123,9 @@ def _memory(ax, schedule: Schedule) -> None:
     if limit is not None:
         top = max(top, max(limit))
         ax.axhline(max(limit), color="red", linestyle="--", linewidth=0.8, label="limit")
-    ax.set_ylabel(f"activation memory\n(U = {schedule.problem.memory_unit():g})", fontsize=7)
+    name = schedule.problem.memory_unit_name
+    unit = f" ({name})" if name else f"\n(U = {schedule.problem.memory_unit():g})"
+    ax.set_ylabel(f"activation memory{unit}", fontsize=7)
     ax.set_xlabel(f"time ({schedule.problem.time_unit})", fontsize=7)
     ax.tick_params(labelsize=7)
     if P <= LEGEND_DEVICES:

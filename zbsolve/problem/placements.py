@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from zbsolve.errors import ProblemError
 from zbsolve.problem.problem import Pipe, Problem, Stage, StageCost, check_count, finite
 from zbsolve.problem.size import check_op_count, shape
+from zbsolve.problem.units import amount_in
 
 PLACEMENT_HELP = "single, interleaved:V (V >= 1), vshape or bidirectional"
 
@@ -80,9 +81,15 @@ def costs_for(placement: Placement, rank_costs: Sequence[StageCost]) -> list[Sta
 
 
 MEMORY_HELP = (
-    "none, Nx (N times U = P x activation of one microbatch), an absolute amount, "
-    "or one amount per device separated by commas"
+    "none, Nx or N% (N times U = P x activation of one microbatch, 1F1B's peak), an absolute amount in "
+    "the costs' memory unit or with a unit of its own (40GB, 40G, 38GiB), or one amount per device "
+    "separated by commas; it covers the activations held for backward, not weights or optimizer state"
 )
+
+
+def _amount(text: str, unit: str | None) -> float:
+    converted = amount_in(text, unit)
+    return float(text) if converted is None else converted
 
 
 def parse_memory(
@@ -105,8 +112,8 @@ def parse_memory(
     if not value:
         raise ProblemError(f"memory is empty: give {MEMORY_HELP}")
     try:
-        if value.endswith("x"):
-            factor = float(value[:-1])
+        if value.endswith(("x", "%")):
+            factor = float(value[:-1]) / (100 if value.endswith("%") else 1)
             if not math.isfinite(factor) or factor <= 0:
                 raise ValueError
             unit = problem_without_limit.memory_unit()
@@ -114,7 +121,7 @@ def parse_memory(
                 raise ProblemError(f"memory {text!r} is a multiple of U = P x activation, which is 0 here "
                                    "(no stage has an activation); give an absolute limit or none")
             return (factor * unit,) * P
-        parts = [float(p) for p in value.split(",")]
+        parts = [_amount(p, problem_without_limit.memory_unit_name) for p in str(text).strip().split(",")]
     except ValueError:
         raise ProblemError(f"memory must be {MEMORY_HELP}; got {text!r}") from None
     if not all(math.isfinite(p) and p > 0 for p in parts):
@@ -138,6 +145,7 @@ def build_problem(
     fb_overlap: float | None = None,
     objective: str = "makespan",
     time_unit: str = "ms",
+    memory_unit_name: str | None = None,
 ) -> Problem:
     """Build a Problem from a named placement and one cost record per rank-stage.
 
@@ -159,7 +167,7 @@ def build_problem(
     common = dict(
         devices=devices, microbatches=microbatches, stage_costs=tuple(costs_for(where, checked)),
         pipes=pipes, comm=comm, split_backward=split_backward, fb_overlap=fb_overlap,
-        objective=objective, time_unit=time_unit, placement=where.name,
+        objective=objective, time_unit=time_unit, placement=where.name, memory_unit_name=memory_unit_name,
     )
     if memory is None:
         return Problem(**common)

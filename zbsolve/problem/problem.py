@@ -119,6 +119,7 @@ class Problem:
     objective: str = "makespan"
     time_unit: str = "ms"
     placement: str = field(default="custom", compare=False)
+    memory_unit_name: str | None = field(default=None, compare=False)  # what activation amounts count: GB, MB
 
     def __post_init__(self) -> None:
         check_count("devices", self.devices)
@@ -154,6 +155,10 @@ class Problem:
             shown = repr(unit) if not isinstance(unit, str) or len(unit) <= 40 else repr(unit[:40]) + "..."
             raise ProblemError(f"time_unit must be a short printable name such as ms or us (at most "
                                f"{TIME_UNIT_LENGTH} characters), got {shown}")
+        name = self.memory_unit_name
+        if name is not None and (not isinstance(name, str) or not name.strip() or not name.isprintable()
+                                 or len(name) > TIME_UNIT_LENGTH):
+            raise ProblemError(f"memory_unit_name must be a short printable name such as GB, got {name!r}")
         warning = self.overlap_warning()
         if warning:  # allowed (the model and validator handle any length), but say why it misleads
             warnings.warn(warning, ProblemWarning, stacklevel=3)
@@ -213,8 +218,9 @@ class Problem:
         return self.devices * self.activation_unit()
 
     def memory_text(self, amount: float) -> str:
-        """An amount of memory as messages give it: absolute, then in U ("4 (1x U)")."""
-        return f"{amount:g} ({amount / self.memory_unit():.4g}x U)"
+        """An amount of memory as messages give it: absolute, then in U ("40.8 GB (1.5x U)")."""
+        unit = f" {self.memory_unit_name}" if self.memory_unit_name else ""
+        return f"{amount:g}{unit} ({amount / self.memory_unit():.4g}x U)"
 
     def stages_on_device(self) -> list[list[tuple[int, int]]]:
         """(pipe, stage) pairs held by each device, in pipe then stage order."""

@@ -126,7 +126,7 @@ def problem_of(point: Point, costs: CostModel) -> Problem:
                          placement=point.placement, comm=costs.comm,
                          memory=None if point.memory == "none" else point.memory,
                          split_backward=costs.split_backward, fb_overlap=overlap,
-                         objective=point.objective, time_unit=costs.time_unit)
+                         objective=point.objective, time_unit=costs.time_unit, memory_unit_name=costs.memory_unit)
 
 
 def to_dict(costs: CostModel) -> dict:
