@@ -110,8 +110,12 @@ def _memory(ax, schedule: Schedule) -> None:
         top = max(top, *levels)
         # Mirror-image devices (DualPipe, V-shape) often share a curve: dashes keep both visible.
         colour = None if ramp is None else ramp(d / max(1, P - 1))
-        ax.step(times, levels, where="post", linewidth=0.8, linestyle=LINE_STYLES[d % len(LINE_STYLES)],
-                label=f"device {d}", color=colour)
+        (line,) = ax.step(times, levels, where="post", linewidth=0.8, linestyle=LINE_STYLES[d % len(LINE_STYLES)],
+                          label=f"device {d}", color=colour)
+        limits = schedule.problem.memory_limit
+        if limits is not None and len(set(limits)) > 1:  # each device against its own limit
+            ax.axhline(limits[d], color=line.get_color(), linestyle=(0, (1, 2)), linewidth=0.9,
+                       label="own limits (dotted)" if d == 0 else None)
     if ramp is not None:  # many devices: a colour scale reads where sixteen legend rows do not
         from matplotlib.cm import ScalarMappable
         from matplotlib.colors import Normalize
@@ -122,7 +126,8 @@ def _memory(ax, schedule: Schedule) -> None:
     limit = schedule.problem.memory_limit
     if limit is not None:
         top = max(top, max(limit))
-        ax.axhline(max(limit), color="red", linestyle="--", linewidth=0.8, label="limit")
+        if len(set(limit)) == 1:
+            ax.axhline(limit[0], color="red", linestyle="--", linewidth=0.8, label="limit")
     name = schedule.problem.memory_unit_name
     unit = f" ({name})" if name else f"\n(U = {schedule.problem.memory_unit():g})"
     ax.set_ylabel(f"activation memory{unit}", fontsize=7)

@@ -81,7 +81,8 @@ def costs_for(placement: Placement, rank_costs: Sequence[StageCost]) -> list[Sta
 
 
 MEMORY_HELP = (
-    "none, Nx or N% (N times U = P x activation of one microbatch, 1F1B's peak), an absolute amount in "
+    "none, Nx or N% (N times U = P x activation of one microbatch, 1F1B's peak), Nx-own (N times each "
+    "device's own 1F1B peak), an absolute amount in "
     "the costs' memory unit or with a unit of its own (40GB, 40G, 38GiB), or one amount per device "
     "separated by commas; it covers the activations held for backward, not weights or optimizer state"
 )
@@ -112,6 +113,15 @@ def parse_memory(
     if not value:
         raise ProblemError(f"memory is empty: give {MEMORY_HELP}")
     try:
+        if value.endswith("x-own"):
+            factor = float(value[:-len("x-own")])
+            if not math.isfinite(factor) or factor <= 0:
+                raise ValueError
+            peaks = problem_without_limit.one_f_one_b_peaks()
+            if not all(peaks):
+                raise ProblemError(f"memory {text!r} is a multiple of each device's 1F1B peak, which is 0 on "
+                                   "a device without activation; give an absolute limit or none")
+            return tuple(factor * peak for peak in peaks)
         if value.endswith(("x", "%")):
             factor = float(value[:-1]) / (100 if value.endswith("%") else 1)
             if not math.isfinite(factor) or factor <= 0:

@@ -213,6 +213,14 @@ class Problem:
             largest = max(largest, *per_device)
         return largest
 
+    def one_f_one_b_peaks(self) -> list[float]:
+        """Each device's own 1F1B peak on the single chain: min(P - d, M) microbatches of the
+        activation one microbatch of the first pipe leaves on device d."""
+        per_device = [0.0] * self.devices
+        for stage in self.pipes[0].stages:
+            per_device[stage.device] += self.stage_costs[stage.cost].activation
+        return [min(self.devices - d, self.microbatches) * a for d, a in enumerate(per_device)]
+
     def memory_unit(self) -> float:
         """U = P x A, the `x` of memory limits (docs/design.md, "The problem")."""
         return self.devices * self.activation_unit()
