@@ -32,7 +32,7 @@ from .outputs import (
     write_compare_outputs,
     write_outputs,
 )
-from .solve import add_solver_options, register_solve, solve_with_progress
+from .solve import add_least_memory_option, add_solver_options, register_solve, solve_with_progress
 from .sweep import register_sweep
 from .table import comparison_table
 
@@ -191,6 +191,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
                 run_compare)
     add_problem_options(p)
     add_solver_options(p, 10.0)
+    add_least_memory_option(p)
     p.add_argument("--no-solve", action="store_true", help="only the hand-made schedules")
     p.add_argument("--schedule", metavar="FILE", action="append",
                    help="a schedule of this problem to compare too (JSON, or a torch compute_only CSV); the solve "

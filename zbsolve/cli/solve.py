@@ -7,10 +7,12 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.solvers import check_solvable, check_solver_options, runs_deterministic, solve, solver_names
+from zbsolve.solvers.least_memory import STEPS, least_memory
 from zbsolve.solvers.pipeline import START_MEETS_BOUND
 from zbsolve.solvers.registry import get as get_backend
 
@@ -156,7 +158,36 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace,
             deterministic = runs_deterministic(args.workers, args.deterministic)
             print(f"solved in {took:.1f} s with {args.solver}, {args.workers} worker(s), "
                   f"seed {args.seed}{', deterministic' if deterministic else ''}", file=sys.stderr)
+    if getattr(args, "least_memory", False) and not stop.is_set():
+        solved = _least_memory_phase(problem, args, solved, stop)
     return solved
+
+
+def _least_memory_phase(problem: Problem, args: argparse.Namespace, solved: Schedule, stop) -> Schedule:
+    """The second phase: the least peak memory at the found value, each step a quarter of the limit."""
+    step_limit = max(1.0, args.time_limit / 4)
+
+    def run(tighter: Problem) -> Schedule:
+        return solve(tighter, args.solver, time_limit=step_limit, workers=args.workers, seed=args.seed,
+                     stop=stop, deterministic=args.deterministic)
+
+    if not args.quiet:
+        print(f"zbsolve {args.command}: looking for less memory at {solved.value:g} {problem.time_unit} "
+              f"(up to {STEPS} solves of {step_limit:g} s)", file=sys.stderr)
+    began = time.monotonic()
+    phase = least_memory(problem, solved, run, stopped=stop.is_set)
+    note = phase.describe() + ("; the phase was interrupted" if stop.is_set() else "")
+    if not args.quiet:
+        print(f"zbsolve {args.command}: {note} ({time.monotonic() - began:.1f} s)", file=sys.stderr)
+    message = f"{phase.schedule.solver.message}; {note}" if phase.schedule.solver.message else note
+    return phase.schedule.with_solver(replace(phase.schedule.solver, message=message))
+
+
+def add_least_memory_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--least-memory", action="store_true",
+                        help="after the solve, look for the schedule with the least peak memory among those as "
+                             "fast (up to six more solves, each a quarter of --time-limit); the table's note says "
+                             "what was found and whether less was proven impossible")
 
 
 def run_solve(args: argparse.Namespace) -> int:
@@ -196,6 +227,7 @@ def register_solve(command) -> None:
     p = command("solve", "find the best schedule for your problem with an integer program", run_solve)
     add_problem_options(p)
     add_solver_options(p, 60.0)
+    add_least_memory_option(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
     p.add_argument("--torch-csv", metavar="FILE", help="write the PyTorch pipelining compute_only CSV")
     p.add_argument("--plot", metavar="FILE", help="draw it beside 1F1B (.png, .svg or .pdf)")
