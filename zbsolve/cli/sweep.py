@@ -157,8 +157,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     jobs = args.jobs or default_jobs(args.workers)
     where = f"on Ray ({args.ray})" if args.ray is not None else f"{jobs} at a time"
     if not args.quiet:
-        sys.stderr.write(f"zbsolve sweep: {len(grid)} points, {args.time_limit:g} s each, {where}; "
-                         f"store {args.store}\n")
+        count = f"{len(grid)} point{'' if len(grid) == 1 else 's'}"
+        sys.stderr.write(f"zbsolve sweep: {count}, {args.time_limit:g} s each, {where}; store {args.store}\n")
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # the store is left whole either way
     try:
         solved, before, held = run_sweep(store, grid, schedules, jobs=jobs, ray=args.ray,
