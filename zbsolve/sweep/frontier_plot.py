@@ -12,7 +12,7 @@ from zbsolve.plots.schedule_plot import check_plot_path
 
 from .frontier import Frontier
 
-MARKERS = "os^vD<>Ph*Xd"
+MARKERS = "os^vD<>Ph*Xd+xpH1"
 
 
 def plot_frontier(f: Frontier, path: str | os.PathLike) -> None:
@@ -39,11 +39,20 @@ def plot_frontier(f: Frontier, path: str | os.PathLike) -> None:
         own = [b for b in f.baselines if b["name"] == name]
         ax.scatter([b["peak"] for b in own], [b["value"] for b in own], marker=MARKERS[k % len(MARKERS)],
                    facecolors="none", edgecolors="0.35", s=28, linewidths=0.8, label=name)
+    shown = [p.value for p in f.points if p.on_placement_frontier]
+    lowest = min([p.bound if p.bound is not None else p.value for p in f.points if p.on_placement_frontier],
+                 default=0.0)
+    top = 1.3 * max(shown, default=1.0)
+    cut = any(b["value"] > top for b in f.baselines)
+    ax.set_ylim(0.95 * lowest, top)  # a far slower baseline would squash the frontiers flat
     memory = f"peak activation memory per device{f' ({f.memory_unit})' if f.memory_unit else ''}"
     time_axis = "time per microbatch" if f.per_microbatch else "step time"
     ax.set_xlabel(memory)
     ax.set_ylabel(f"{time_axis} ({f.time_unit})")
-    ax.set_title("Memory-time frontier (shaded: down to the proven bound)", fontsize=10)
+    title = "Memory-time frontier (shaded: down to the proven bound)"
+    if cut:
+        title += f"; baselines above {top:.4g} are off the chart"
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2, frameon=False)
     fig.tight_layout()
