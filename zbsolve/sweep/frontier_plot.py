@@ -37,8 +37,10 @@ def plot_frontier(f: Frontier, path: str | os.PathLike) -> None:
         ax.fill_between(xs, bounds, ys, step="post", color=colour, alpha=0.15, linewidth=0)
     for k, name in enumerate(dict.fromkeys(b["name"] for b in f.baselines)):
         own = [b for b in f.baselines if b["name"] == name]
-        ax.scatter([b["peak"] for b in own], [b["value"] for b in own], marker=MARKERS[k % len(MARKERS)],
-                   facecolors="none", edgecolors="0.35", s=28, linewidths=0.8, label=name)
+        marker = MARKERS[k % len(MARKERS)]
+        colours = {"color": "0.35"} if marker in "+x1" else {"facecolors": "none", "edgecolors": "0.35"}
+        ax.scatter([b["peak"] for b in own], [b["value"] for b in own], marker=marker, s=28, linewidths=0.8,
+                   label=name, **colours)
     shown = [p.value for p in f.points if p.on_placement_frontier]
     lowest = min([p.bound if p.bound is not None else p.value for p in f.points if p.on_placement_frontier],
                  default=0.0)
