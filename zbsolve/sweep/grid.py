@@ -93,7 +93,9 @@ def cost_model(profile: Profile | None, rank_costs: list[StageCost], devices: in
                fb_overlap_fraction: float | None = None) -> CostModel:
     layers = profile.extra.get("model", {}).get("layers") if profile is not None else None
     unit = profile.extra.get("memory_unit") if profile is not None else None
-    return CostModel(tuple(rank_costs), None if profile is None else devices,
+    # Costs scale with P only from a profile that says for how many ranks it was made; a
+    # measured stack (zbsolve profile) is one rank-stage whatever P is, as for `solve`.
+    return CostModel(tuple(rank_costs), None if profile is None or profile.devices is None else devices,
                      layers if isinstance(layers, int) and layers > 0 else None,
                      comm, split_backward, fb_overlap, time_unit, unit if isinstance(unit, str) else None,
                      fb_overlap_fraction)
