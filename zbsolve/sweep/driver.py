@@ -129,6 +129,7 @@ def run_sweep(store: Store, points: list[Point], schedules: Path, *, jobs: int =
                 progress(Report(done_before + solved, done_before + len(claimed) + held, point, outcome,
                                 elapsed, left))
     except BaseException:
+        results.close()  # stops the pool's processes (or cancels the Ray tasks) now, not at exit
         store.release()
         raise
     return solved, done_before, held
