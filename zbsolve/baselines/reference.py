@@ -50,7 +50,7 @@ def reference_problem(problem: Problem) -> Problem | None:
     chain = build_problem(
         problem.devices, problem.microbatches, single_chain_costs(problem),
         comm=problem.comm, split_backward=problem.split_backward,
-        objective=problem.objective, time_unit=problem.time_unit,
+        objective=problem.objective, time_unit=problem.time_unit, memory_unit_name=problem.memory_unit_name,
     )
     return replace(chain, memory_limit=problem.memory_limit)
 
