@@ -6,8 +6,8 @@ from helpers import REPO_ROOT, uniform
 from zbsolve.baselines import run_baseline
 from zbsolve.errors import ProblemError
 from zbsolve.problem.placements import build_problem
-from zbsolve.problem.profiles import load_profile
 from zbsolve.problem.problem import StageCost
+from zbsolve.problem.profiles import load_profile
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import solve
 

@@ -32,6 +32,7 @@ from .outputs import (
     write_compare_outputs,
     write_outputs,
 )
+from .run import add_shape_options, register_run, run_calibration, shape_from
 from .solve import add_least_memory_option, add_solver_options, register_solve, solve_with_progress
 from .sweep import register_sweep
 from .table import comparison_table
@@ -148,13 +149,14 @@ def run_export(args: argparse.Namespace) -> int:
 def run_profile(args: argparse.Namespace) -> int:
     from zbsolve.formats.atomic_files import write_atomic
     from zbsolve.problem.profiles import profile_from_dict
-    from zbsolve.runtime.profiling import LayerShape, profile_document
+    from zbsolve.runtime.profiling import profile_document
 
+    if args.from_run:
+        return run_calibration(args)
     check_writable(args.output)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
-    shape = LayerShape(args.layers, args.hidden, args.heads, args.seq, args.microbatch_size)
-    shape.check()
+    shape = shape_from(args)
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
     document = profile_document(shape, args.device, name, args.repeats, args.dtype)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
@@ -177,6 +179,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
 
     register_solve(command)
     register_sweep(command)
+    register_run(command)
 
     p = command("baseline", "time one hand-made schedule on your problem", run_baseline_command)
     p.add_argument("name", help=f"one of: {', '.join(BASELINES)}")
@@ -217,11 +220,9 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("--dtype", choices=DTYPES, default="float32",
                    help="element type of weights, activations and arithmetic (default float32; GPUs train in "
                         "bfloat16, which also halves the memory)")
-    p.add_argument("--layers", type=int, required=True, help="layers per rank-stage")
-    p.add_argument("--hidden", type=int, required=True)
-    p.add_argument("--heads", type=int, required=True)
-    p.add_argument("--seq", type=int, required=True, help="sequence length")
-    p.add_argument("--microbatch-size", type=int, required=True)
+    add_shape_options(p, " (required unless --from-run)")
+    p.add_argument("--from-run", metavar="MEASURED", help="write the profile from a run's measured schedule "
+                                                         "(zbsolve run -o) instead of measuring a stack")
     p.add_argument("--repeats", type=int, default=5, help="timed runs after 2 warm-ups; the median is kept")
     p.add_argument("--name", help="profile name (default: the output file's name)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON (models/ format)")

@@ -72,8 +72,9 @@ def _block(torch, hidden: int, heads: int):
     return Block()
 
 
-def _saved_bytes(torch, run, weights: set[int]) -> int:
-    """Bytes of the distinct storages autograd saves while `run` runs, but those at `weights`."""
+def saved_storages(torch, weights: set[int]):
+    """A context in which autograd's saved tensors are noted, and the dict it fills: bytes
+    per distinct storage, those at `weights` (the parameters) left out."""
     seen: dict[int, int] = {}
 
     def pack(tensor):
@@ -82,7 +83,13 @@ def _saved_bytes(torch, run, weights: set[int]) -> int:
             seen[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), seen
+
+
+def _saved_bytes(torch, run, weights: set[int]) -> int:
+    """Bytes of the distinct storages autograd saves while `run` runs, but those at `weights`."""
+    hooks, seen = saved_storages(torch, weights)
+    with hooks:
         run()
     return sum(seen.values())
 

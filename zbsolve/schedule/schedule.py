@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from zbsolve.problem.op_graph import Op
 from zbsolve.problem.problem import Problem
 
-STATUSES = ("optimal", "feasible", "infeasible", "unknown", "baseline", "interrupted")
+STATUSES = ("optimal", "feasible", "infeasible", "unknown", "baseline", "interrupted", "measured")
 
 # One entry of a device's order: a single op, or an overlapped F&B pair (docs/design.md, "F&B overlap").
 Slot = tuple[Op, ...]

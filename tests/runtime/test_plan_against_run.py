@@ -1,0 +1,68 @@
+"""zbsolve run: a plan executed by torch on two CPU processes, every op recorded; the
+measured file keeps the plan's order and its rules; a profile calibrated from it holds the
+run's medians. No timing is asserted: only what holds at any speed."""
+
+import statistics
+
+import pytest
+
+pytest.importorskip("torch")
+
+from zbsolve.baselines import run_baseline  # noqa: E402
+from zbsolve.cli import main  # noqa: E402
+from zbsolve.formats.schedule_json import read_schedule, write_schedule  # noqa: E402
+from zbsolve.problem.placements import build_problem  # noqa: E402
+from zbsolve.problem.problem import StageCost  # noqa: E402
+from zbsolve.problem.profiles import load_profile  # noqa: E402
+from zbsolve.schedule.validator import validate  # noqa: E402
+
+STACK = ["--layers", "2", "--hidden", "32", "--heads", "2", "--seq", "8", "--microbatch-size", "1"]
+
+
+def planned(tmp_path, name, placement):
+    problem = build_problem(2, 4, StageCost(1.0, 1.0, 0.5, 0.1, 0.05), placement=placement,
+                            memory_unit_name="MB")
+    plan = run_baseline(name, problem)
+    write_schedule(plan, tmp_path / "plan.json")
+    return plan
+
+
+@pytest.mark.parametrize("name, placement", [("zb-h1", "single"), ("zb-v", "vshape")])
+def test_a_run_keeps_the_plan_s_order_and_says_how_it_compares(tmp_path, capsys, name, placement):
+    plan = planned(tmp_path, name, placement)
+    code = main(["run", str(tmp_path / "plan.json"), *STACK, "--steps", "2", "--warmup", "1",
+                 "-o", str(tmp_path / "measured.json"), "--trace", str(tmp_path / "run.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("step: planned ") and "F: measured " in out and "W: measured " in out
+    assert "drifts past 10%" in out or "plan and run agree" in out
+    measured = read_schedule(tmp_path / "measured.json")
+    assert measured.solver.status == "measured" and measured.problem == plan.problem
+    validate(measured)  # every op once on its device, one at a time as listed, after its inputs
+    assert [[str(t.op) for t in ops] for ops in measured.devices] == \
+        [[str(t.op) for t in ops] for ops in plan.devices]  # the order torch ran is the plan's
+    assert (tmp_path / "run.json").read_text().startswith("{")
+
+
+def test_a_profile_calibrated_from_a_run_holds_its_medians(tmp_path, capsys):
+    planned(tmp_path, "zb-h1", "single")
+    assert main(["run", str(tmp_path / "plan.json"), *STACK, "--steps", "2", "--warmup", "1",
+                 "-o", str(tmp_path / "measured.json")]) == 0
+    assert main(["profile", "--from-run", str(tmp_path / "measured.json"), "-o", str(tmp_path / "cal.json")]) == 0
+    measured = read_schedule(tmp_path / "measured.json")
+    profile = load_profile(tmp_path / "cal.json")
+    for kind in "FBW":
+        took = [t.end - t.start for ops in measured.devices for t in ops if t.op.kind == kind]
+        assert getattr(profile.costs, kind) == pytest.approx(statistics.median(took), rel=1e-5)
+    assert (profile.devices, profile.microbatches, profile.extra["memory_unit"]) == (2, 4, "MB")
+    assert profile.costs.activation == 0.1 and profile.comm >= 0
+    capsys.readouterr()
+    assert main(["solve", "--profile", str(tmp_path / "cal.json"), "--time-limit", "2", "--workers", "1", "-q"]) == 0
+
+
+def test_a_plan_that_is_not_measured_is_refused_for_calibration(tmp_path, capsys):
+    planned(tmp_path, "zb-h1", "single")
+    assert main(["profile", "--from-run", str(tmp_path / "plan.json"), "-o", str(tmp_path / "cal.json")]) == 2
+    assert "needs a measured schedule" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "plan.json"), "--steps", "1"]) == 2
+    assert "--layers is required" in capsys.readouterr().err

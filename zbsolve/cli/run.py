@@ -1,0 +1,105 @@
+"""`zbsolve run`: execute a plan with PyTorch on this machine's CPU, one process per rank,
+and hold the plan to what ran (docs/runtime.md, "Plan against run")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from zbsolve.errors import UsageError
+from zbsolve.formats.atomic_files import check_separate, check_writable, write_atomic
+from zbsolve.formats.chrome_trace import write_chrome_trace
+from zbsolve.formats.schedule_json import read_schedule, write_schedule
+from zbsolve.problem.profiles import load_profile, profile_from_dict
+from zbsolve.schedule.validator import validate
+
+SHAPE = (("layers", "--layers"), ("hidden", "--hidden"), ("heads", "--heads"), ("sequence", "--seq"),
+         ("microbatch_size", "--microbatch-size"))
+
+
+def add_shape_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--layers", type=int, help=f"layers per rank-stage{what}")
+    parser.add_argument("--hidden", type=int, help=f"hidden size{what}")
+    parser.add_argument("--heads", type=int, help=f"attention heads{what}")
+    parser.add_argument("--seq", type=int, help=f"sequence length{what}")
+    parser.add_argument("--microbatch-size", type=int, help=f"samples per microbatch{what}")
+
+
+def shape_from(args: argparse.Namespace, model: dict | None = None):
+    """The layer stack: flags, else the model a `zbsolve profile` profile records."""
+    from zbsolve.runtime.profiling import LayerShape
+
+    values = {}
+    for field, option in SHAPE:
+        given = getattr(args, "seq" if field == "sequence" else field)
+        value = given if given is not None else (model or {}).get(field)
+        if value is None:
+            raise UsageError(f"{option} is required (or a --profile made by zbsolve profile, which records it)")
+        values[field] = value
+    shape = LayerShape(**values)
+    shape.check()
+    return shape
+
+
+def register_run(command) -> None:
+    p = command("run", "execute a plan with PyTorch (CPU, one process per rank), measure every op, and "
+                       "compare plan and run", run_run)
+    p.add_argument("plan", help="a zbsolve schedule file (JSON)")
+    p.add_argument("--profile", metavar="FILE", help="the profile the plan was made from: its model gives the "
+                                                     "layer stack (zbsolve profile records it)")
+    add_shape_options(p, " (default: the profile's)")
+    p.add_argument("--steps", type=int, default=10, help="measured steps (default 10)")
+    p.add_argument("--warmup", type=int, default=3, help="steps run first and not measured (default 3)")
+    p.add_argument("-o", "--output", metavar="FILE", help="the measured schedule (status measured: the median "
+                                                          "step's ops, the plan's problem)")
+    p.add_argument("--trace", metavar="FILE", help="a Chrome trace of the measured step")
+
+
+def run_run(args: argparse.Namespace) -> int:
+    from zbsolve.runtime.execute import run_plan
+    from zbsolve.runtime.measured import measured_run, verdict
+
+    outputs = {"-o": args.output, "--trace": args.trace}
+    check_separate({"the plan": args.plan, "--profile": args.profile}, outputs)
+    for path in outputs.values():
+        if path:
+            check_writable(path)
+    plan = read_schedule(args.plan)
+    validate(plan)
+    model = load_profile(args.profile).extra.get("model") if args.profile else None
+    shape = shape_from(args, model if isinstance(model, dict) else None)
+    print(f"running {plan.name} ({plan.problem.placement}, P={plan.problem.devices}, M={plan.problem.microbatches}) "
+          f"on {plan.problem.devices} CPU processes, one thread each: {args.warmup} warm-up and {args.steps} "
+          "measured steps", file=sys.stderr)
+    run = measured_run(plan, run_plan(plan, shape, args.steps, args.warmup))
+    validate(run.schedule)  # every op once, one at a time in order, after its inputs
+    for line in verdict(run):
+        print(line)
+    if args.output:
+        write_schedule(run.schedule, args.output)
+        print(f"wrote {args.output}")
+    if args.trace:
+        write_chrome_trace(run.schedule, args.trace)
+        print(f"wrote {args.trace}")
+    return 0
+
+
+def run_calibration(args: argparse.Namespace) -> int:
+    """`zbsolve profile --from-run MEASURED -o NAME.json`."""
+    from zbsolve.runtime.measured import calibrated_profile
+
+    check_separate({"the measured schedule": args.from_run}, {"-o": args.output})
+    check_writable(args.output)
+    measured = read_schedule(args.from_run)
+    validate(measured)
+    name = args.name or os.path.splitext(os.path.basename(args.output))[0]
+    document = calibrated_profile(measured, name)
+    profile_from_dict(document, args.output)  # what we write must be what solve reads
+    write_atomic(args.output, json.dumps(document, indent=1) + "\n")
+    c = document["costs"]
+    print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms, comm {document['comm']:.4g} ms per "
+          f"rank-stage, from {args.from_run}")
+    print(f"wrote {args.output}")
+    return 0

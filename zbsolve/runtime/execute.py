@@ -1,0 +1,134 @@
+"""Run a schedule with torch.distributed.pipelining on the GPT layer stack `zbsolve profile`
+measures, one process per rank (gloo, on the CPU), and record when every action ran.
+
+Each stage's forward, input-gradient and weight-gradient calls are wrapped to note their
+host-clock start and end (CLOCK_MONOTONIC, one clock for every process of the machine) and,
+for a forward, the bytes autograd saved for backward (as `zbsolve profile` counts them);
+the runtime's own order is left as it is. Steps start together at a barrier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from dataclasses import asdict
+from typing import Any
+
+from zbsolve.errors import UsageError
+from zbsolve.formats.schedule_json import read_schedule, write_schedule
+from zbsolve.schedule.schedule import Schedule
+
+from .profiling import LayerShape, _block, _torch, saved_storages
+from .torch_pipeline import pipeline_runtime, stages_of_rank
+
+
+def _instrument(torch, stage: Any, records: list, weights: set[int]) -> None:
+    """Wrap the stage's compute calls; each appends (kind, stage, microbatch, start, end, bytes)."""
+    forward, backward, weight = stage.forward_one_chunk, stage.backward_one_chunk, stage.backward_weight_one_chunk
+    index = stage.stage_index
+
+    def timed_forward(mb, *args, **kwargs):
+        hooks, seen = saved_storages(torch, weights)
+        start = time.perf_counter()
+        with hooks:
+            out = forward(mb, *args, **kwargs)
+        records.append(("F", index, mb, start, time.perf_counter(), sum(seen.values())))
+        return out
+
+    def timed_backward(mb, *args, full_backward=True, **kwargs):
+        start = time.perf_counter()
+        out = backward(mb, *args, full_backward=full_backward, **kwargs)
+        records.append(("BW" if full_backward else "B", index, mb, start, time.perf_counter(), 0))
+        return out
+
+    def timed_weight(mb, *args, **kwargs):
+        start = time.perf_counter()
+        out = weight(mb, *args, **kwargs)
+        records.append(("W", index, mb, start, time.perf_counter(), 0))
+        return out
+
+    stage.forward_one_chunk, stage.backward_one_chunk = timed_forward, timed_backward
+    stage.backward_weight_one_chunk = timed_weight
+
+
+def _rank(rank: int, world: int, plan_path: str, shape: dict, steps: int, warmup: int, port: int,
+          out_path: str) -> None:
+    torch = _torch()
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}")
+    plan = read_schedule(plan_path)
+    M, total = plan.problem.microbatches, len(plan.problem.pipes[0].stages)
+    layers = shape["layers"] * world // total  # a rank-stage's layers, shared by its chunks
+    stages, weights, mine = [], set(), stages_of_rank(plan, rank)
+    for k in mine:
+        torch.manual_seed(k)
+        stack = torch.nn.Sequential(*[_block(torch, shape["hidden"], shape["heads"]) for _ in range(layers)])
+        weights |= {p.untyped_storage().data_ptr() for p in stack.parameters()}
+        stages.append(PipelineStage(stack, k, total, torch.device("cpu")))
+    runtime = pipeline_runtime(plan, stages, M, loss_fn=torch.nn.functional.mse_loss)
+    records: list = []
+    for stage in stages:
+        _instrument(torch, stage, records, weights)
+    data = torch.Generator().manual_seed(1)
+    size = (shape["microbatch_size"] * M, shape["sequence"], shape["hidden"])
+    x, y = torch.randn(size, generator=data), torch.randn(size, generator=data)
+    step_times = []
+    for step in range(warmup + steps):
+        if step < warmup:
+            records.clear()  # warm-up steps are not measured
+        dist.barrier()
+        began = time.perf_counter()
+        runtime.step(*((x,) if 0 in mine else ()), target=y if total - 1 in mine else None)
+        ended = time.perf_counter()
+        dist.barrier()
+        if step >= warmup:
+            step_times.append((began, ended))
+            records.append(("step", step - warmup, -1, began, ended, 0))
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object({"rank": rank, "records": records}, gathered, dst=0)
+    if rank == 0:
+        with open(out_path, "w", encoding="utf-8") as out:
+            json.dump(gathered, out)
+    dist.destroy_process_group()
+
+
+def run_plan(plan: Schedule, shape: LayerShape, steps: int = 10, warmup: int = 3) -> list[dict]:
+    """Run `plan` for `warmup` + `steps` steps on P CPU processes; each rank's records."""
+    shape.check()
+    problem = plan.problem
+    if len(problem.pipes) != 1:
+        raise UsageError("torch.distributed.pipelining runs one pipe; this plan has two (bidirectional)")
+    chunks = len(problem.pipes[0].stages) // problem.devices
+    if shape.layers % chunks:
+        raise UsageError(f"the plan puts {chunks} chunks on a rank: the stack's {shape.layers} layers do not "
+                         "split into them evenly")
+    if steps < 1 or warmup < 0:
+        raise UsageError(f"--steps must be >= 1 and --warmup >= 0, got {steps} and {warmup}")
+    _torch()
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as folder, socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        plan_path, out_path = os.path.join(folder, "plan.json"), os.path.join(folder, "records.json")
+        write_schedule(plan, plan_path)
+        previous = os.environ.get("OMP_NUM_THREADS")
+        os.environ["OMP_NUM_THREADS"] = "1"  # one thread per rank, as the plan's profile measured
+        try:
+            mp.start_processes(_rank, args=(problem.devices, plan_path, asdict(shape), steps, warmup, port, out_path),
+                               nprocs=problem.devices, start_method="spawn")
+        finally:
+            if previous is None:
+                os.environ.pop("OMP_NUM_THREADS", None)
+            else:
+                os.environ["OMP_NUM_THREADS"] = previous
+        with open(out_path, encoding="utf-8") as handle:
+            gathered = json.load(handle)
+    return sorted(gathered, key=lambda entry: entry["rank"])
