@@ -2,6 +2,8 @@
 measured file keeps the plan's order and its rules; a profile calibrated from it holds the
 run's medians. No timing is asserted: only what holds at any speed."""
 
+import contextlib
+import io
 import statistics
 
 import pytest
@@ -27,12 +29,35 @@ def planned(tmp_path, name, placement):
     return plan
 
 
-@pytest.mark.parametrize("name, placement", [("zb-h1", "single"), ("zb-v", "vshape")])
-def test_a_run_keeps_the_plan_s_order_and_says_how_it_compares(tmp_path, capsys, name, placement):
-    plan = planned(tmp_path, name, placement)
+@pytest.fixture(scope="module")
+def single_run(tmp_path_factory):
+    """One run of a ZB-H1 plan, shared: a run takes seconds of two processes."""
+    folder = tmp_path_factory.mktemp("single")
+    plan = planned(folder, "zb-h1", "single")
+    out = folder / "out.txt"
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        code = main(["run", str(folder / "plan.json"), *STACK, "--steps", "2", "--warmup", "1",
+                     "-o", str(folder / "measured.json"), "--trace", str(folder / "run.json")])
+    out.write_text(captured.getvalue())
+    return folder, plan, code
+
+
+def vshape_run(tmp_path):
+    plan = planned(tmp_path, "zb-v", "vshape")
     code = main(["run", str(tmp_path / "plan.json"), *STACK, "--steps", "2", "--warmup", "1",
                  "-o", str(tmp_path / "measured.json"), "--trace", str(tmp_path / "run.json")])
-    out = capsys.readouterr().out
+    return tmp_path, plan, code
+
+
+@pytest.mark.parametrize("placement", ["single", "vshape"])
+def test_a_run_keeps_the_plan_s_order_and_says_how_it_compares(tmp_path, capsys, single_run, placement):
+    if placement == "single":
+        tmp_path, plan, code = single_run
+        out = (tmp_path / "out.txt").read_text()
+    else:
+        tmp_path, plan, code = vshape_run(tmp_path)
+        out = capsys.readouterr().out
     assert code == 0
     assert out.startswith("step: planned ") and "F: measured " in out and "W: measured " in out
     assert "drifts past 10%" in out or "plan and run agree" in out
@@ -44,12 +69,11 @@ def test_a_run_keeps_the_plan_s_order_and_says_how_it_compares(tmp_path, capsys,
     assert (tmp_path / "run.json").read_text().startswith("{")
 
 
-def test_a_profile_calibrated_from_a_run_holds_its_medians(tmp_path, capsys):
-    planned(tmp_path, "zb-h1", "single")
-    assert main(["run", str(tmp_path / "plan.json"), *STACK, "--steps", "2", "--warmup", "1",
-                 "-o", str(tmp_path / "measured.json")]) == 0
-    assert main(["profile", "--from-run", str(tmp_path / "measured.json"), "-o", str(tmp_path / "cal.json")]) == 0
-    measured = read_schedule(tmp_path / "measured.json")
+def test_a_profile_calibrated_from_a_run_holds_its_medians(tmp_path, capsys, single_run):
+    folder, _, code = single_run
+    assert code == 0
+    assert main(["profile", "--from-run", str(folder / "measured.json"), "-o", str(tmp_path / "cal.json")]) == 0
+    measured = read_schedule(folder / "measured.json")
     profile = load_profile(tmp_path / "cal.json")
     for kind in "FBW":
         took = [t.end - t.start for ops in measured.devices for t in ops if t.op.kind == kind]

@@ -19,8 +19,8 @@ COSTS = ["--workers", "1", "--F", "1", "--B", "1.5", "--W", "0.5", "--comm", "0.
 GRID = ["--stages", "2,3", "--microbatches", "4", "--placements", "single,vshape", "--memory", "1x,2x",
         "--time-limit", "1", *COSTS]
 # Points that take a while (no proof within the limit), so that a stop can come between them.
-SLOW = ["--stages", "4", "--microbatches", "8", "--placements", "vshape", "--memory", "0.6x,0.7x,0.8x,0.9x",
-        "--time-limit", "0.5", *COSTS]
+SLOW = ["--stages", "4", "--microbatches", "8", "--placements", "vshape", "--memory", "0.6x,0.7x,0.8x",
+        "--time-limit", "0.3", *COSTS]
 
 
 def comparable(path):
@@ -38,18 +38,18 @@ def small_sweep(path, **where):
     return result
 
 
-def test_the_pool_and_a_local_ray_write_the_same_store(tmp_path):
+def test_the_pool_and_a_local_ray_write_the_same_store(tmp_path, command_run):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'zbsolve[cluster]')")
-    assert small_sweep(tmp_path / "pool.db", jobs=2) == (8, 0, 0)
+    pool = command_run[0] / "s.db"  # the command's own sweep, through the process pool
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         assert small_sweep(tmp_path / "ray.db", ray="local") == (8, 0, 0)
     finally:
         ray.shutdown()
-    assert comparable(tmp_path / "pool.db") == comparable(tmp_path / "ray.db")
-    assert len(comparable(tmp_path / "pool.db")) > 8  # the solve and the baselines of every point
+    assert comparable(pool) == comparable(tmp_path / "ray.db")
+    assert len(comparable(pool)) > 8  # the solve and the baselines of every point
     assert len(list((tmp_path / "ray-schedules").glob("*.json"))) == 8
-    assert small_sweep(tmp_path / "pool.db", jobs=2) == (0, 8, 0)  # all done: nothing run again
+    assert small_sweep(tmp_path / "ray.db", jobs=2) == (0, 8, 0)  # all done: nothing run again
 
 
 def sweep_command(store, *extra, grid=GRID):
@@ -84,15 +84,23 @@ def test_a_stopped_sweep_finishes_only_the_missing_points(tmp_path):
     again = subprocess.run(sweep_command(cut, "-q", grid=SLOW), capture_output=True, text=True, cwd=REPO_ROOT,
                            timeout=600)
     assert again.returncode == 0, again.stderr
-    assert f"{4 - done} points solved now, {done} found done" in again.stdout
+    assert f"{3 - done} points solved now, {done} found done" in again.stdout
     assert comparable(cut) == comparable(tmp_path / "whole.db")
 
 
-def test_the_command_prints_the_frontier_and_writes_store_plot_and_csv(tmp_path):
+@pytest.fixture(scope="module")
+def command_run(tmp_path_factory):
+    """The grid swept once by the command, shared: a sweep starts processes."""
+    folder = tmp_path_factory.mktemp("command")
     out = subprocess.run(
-        sweep_command(tmp_path / "s.db", "--report", "--plot", str(tmp_path / "f.png"), "--csv",
-                      str(tmp_path / "f.csv"), "--json", str(tmp_path / "f.json")),
+        sweep_command(folder / "s.db", "--report", "--plot", str(folder / "f.png"), "--csv",
+                      str(folder / "f.csv"), "--json", str(folder / "f.json")),
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+    return folder, out
+
+
+def test_the_command_prints_the_frontier_and_writes_store_plot_and_csv(command_run):
+    tmp_path, out = command_run
     assert out.returncode == 0, out.stderr
     assert "Frontier over all placements" in out.stdout and "Frontier of vshape:" in out.stdout
     assert "[8/8] P=3 " in out.stderr or "[8/8] P=2 " in out.stderr
