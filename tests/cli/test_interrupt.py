@@ -26,7 +26,7 @@ def start_long_solve(target: Path, solver: str = "cpsat") -> subprocess.Popen:
     scratch.mkdir()
     return subprocess.Popen(
         [sys.executable, "-m", "zbsolve", "solve", "--profile", PROFILE, "--memory", "1.5x",
-         "--objective", "span", "--time-limit", "120", "--workers", "2", "--solver", solver,
+         "--objective", "span", "--time-limit", "120", "--workers", "1", "--no-deterministic", "--solver", solver,
          "-o", str(target)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "TMPDIR": str(scratch), "TMP": str(scratch)},
