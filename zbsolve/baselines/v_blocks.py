@@ -18,6 +18,7 @@ from zbsolve.problem.problem import Problem
 
 _PERIOD = 6  # slots per microbatch on a rank: F, B and W of two chunks
 _PASSES = (("F", 0), ("F", 1), ("B", 1), ("B", 0))
+_HELD = {"F": 1, "B": 0, "W": -1}  # activations a rank holds after each kind (the blocks' count)
 
 
 def _v_min_block(P: int, r: int) -> tuple[int, int, int, int]:
@@ -84,7 +85,7 @@ class _Grid:
         for (kind, s, _), slot in self.at.items():
             r = self.rank(s)
             used[r].add(slot)
-            step = {"F": 1, "B": 0, "W": -1}[kind]
+            step = _HELD[kind]
             for t in range(slot, end + 1):
                 held[r][t] += step
         peak = [max(row) for row in held]
@@ -97,7 +98,7 @@ class _Grid:
                 used[r].discard(slot)
                 used[r].add(t)
                 self.at[key] = t
-                step = {"F": 1, "B": 0, "W": -1}[key[0]]
+                step = _HELD[key[0]]
                 for u in range(t, slot):
                     held[r][u] += step
                 break

@@ -146,7 +146,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
                        args.time_unit or (profile.time_unit if profile else "ms"),
                        overlap[1] if overlap and overlap[0] == "fraction" else None)
     costs = replace(costs, memory_unit=memory_unit_from_args(args, profile))
-    grid = points(stages, [p for p in parse_list(args.placements, "--placements")], microbatches,
+    grid = points(stages, parse_list(args.placements, "--placements"), microbatches,
                   parse_memory_grid(args.memory), parse_list(args.objective, "--objective"), costs)
     _check_frontier_outputs(args, args.store)
     check_writable(args.store)

@@ -93,6 +93,14 @@ def _amount(text: str, unit: str | None) -> float:
     return float(text) if converted is None else converted
 
 
+def _factor(text: str) -> float:
+    """A positive finite multiple; ValueError otherwise (reported as a malformed limit)."""
+    factor = float(text)
+    if not math.isfinite(factor) or factor <= 0:
+        raise ValueError
+    return factor
+
+
 def parse_memory(
     text: str | float | Sequence[float] | None, problem_without_limit: Problem
 ) -> tuple[float, ...] | None:
@@ -114,18 +122,14 @@ def parse_memory(
         raise ProblemError(f"memory is empty: give {MEMORY_HELP}")
     try:
         if value.endswith("x-own"):
-            factor = float(value[:-len("x-own")])
-            if not math.isfinite(factor) or factor <= 0:
-                raise ValueError
+            factor = _factor(value[:-len("x-own")])
             peaks = problem_without_limit.one_f_one_b_peaks()
             if not all(peaks):
                 raise ProblemError(f"memory {text!r} is a multiple of each device's 1F1B peak, which is 0 on "
                                    "a device without activation; give an absolute limit or none")
             return tuple(factor * peak for peak in peaks)
         if value.endswith(("x", "%")):
-            factor = float(value[:-1]) / (100 if value.endswith("%") else 1)
-            if not math.isfinite(factor) or factor <= 0:
-                raise ValueError
+            factor = _factor(value[:-1]) / (100 if value.endswith("%") else 1)
             unit = problem_without_limit.memory_unit()
             if unit == 0:
                 raise ProblemError(f"memory {text!r} is a multiple of U = P x activation, which is 0 here "

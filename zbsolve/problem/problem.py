@@ -203,23 +203,21 @@ class Problem:
     def device_of(self, pipe: int, stage: int) -> int:
         return self.pipes[pipe].stages[stage].device
 
+    def activation_per_device(self, q: int) -> list[float]:
+        """The activation one microbatch of pipe q leaves on each device (its stages summed)."""
+        per_device = [0.0] * self.devices
+        for stage in self.pipes[q].stages:
+            per_device[stage.device] += self.stage_costs[stage.cost].activation
+        return per_device
+
     def activation_unit(self) -> float:
         """A: the largest activation one microbatch of one pipe leaves on one device."""
-        largest = 0.0
-        for pipe in self.pipes:
-            per_device = [0.0] * self.devices
-            for stage in pipe.stages:
-                per_device[stage.device] += self.stage_costs[stage.cost].activation
-            largest = max(largest, *per_device)
-        return largest
+        return max(max(self.activation_per_device(q)) for q in range(len(self.pipes)))
 
     def one_f_one_b_peaks(self) -> list[float]:
         """Each device's own 1F1B peak on the single chain: min(P - d, M) microbatches of the
         activation one microbatch of the first pipe leaves on device d."""
-        per_device = [0.0] * self.devices
-        for stage in self.pipes[0].stages:
-            per_device[stage.device] += self.stage_costs[stage.cost].activation
-        return [min(self.devices - d, self.microbatches) * a for d, a in enumerate(per_device)]
+        return [min(self.devices - d, self.microbatches) * a for d, a in enumerate(self.activation_per_device(0))]
 
     def memory_unit(self) -> float:
         """U = P x A, the `x` of memory limits (docs/design.md, "The problem")."""

@@ -78,7 +78,6 @@ def _rank(rank: int, world: int, plan_path: str, shape: dict, steps: int, warmup
     data = torch.Generator().manual_seed(1)
     size = (shape["microbatch_size"] * M, shape["sequence"], shape["hidden"])
     x, y = torch.randn(size, generator=data), torch.randn(size, generator=data)
-    step_times = []
     for step in range(warmup + steps):
         if step < warmup:
             records.clear()  # warm-up steps are not measured
@@ -88,7 +87,6 @@ def _rank(rank: int, world: int, plan_path: str, shape: dict, steps: int, warmup
         ended = time.perf_counter()
         dist.barrier()
         if step >= warmup:
-            step_times.append((began, ended))
             records.append(("step", step - warmup, -1, began, ended, 0))
     gathered = [None] * world if rank == 0 else None
     dist.gather_object({"rank": rank, "records": records}, gathered, dst=0)

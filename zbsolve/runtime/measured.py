@@ -106,7 +106,7 @@ def _input_of(kind: str, stage: int, mb: int, stages: int) -> tuple | None:
     if kind in ("B", "BW"):
         if stage == stages - 1:
             return None
-        return ("B", stage + 1, mb)  # split backward; a fused plan's input is a BW, looked up below
+        return ("B", stage + 1, mb)  # split backward only: a fused plan's waits are not counted
     return None
 
 

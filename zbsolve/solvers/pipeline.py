@@ -43,13 +43,7 @@ def minimum_memory(problem: Problem) -> list[float]:
     """Smallest limit per device that admits any schedule: one microbatch's activation of
     the pipe that leaves the most on that device (running microbatches one at a time,
     whole, needs exactly this)."""
-    need = [0.0] * problem.devices
-    for pipe in problem.pipes:
-        per_device = [0.0] * problem.devices
-        for stage in pipe.stages:
-            per_device[stage.device] += problem.stage_costs[stage.cost].activation
-        need = [max(a, b) for a, b in zip(need, per_device)]
-    return need
+    return [max(pipe) for pipe in zip(*(problem.activation_per_device(q) for q in range(len(problem.pipes))))]
 
 
 def check_memory_feasible(problem: Problem) -> None:

@@ -113,7 +113,7 @@ def frontier_table(f: Frontier) -> str:
 
 def frontier_csv(f: Frontier) -> str:
     out = io.StringIO()
-    fields = list(asdict(f.points[0])) if f.points else [field for field in FrontierPoint.__dataclass_fields__]
+    fields = list(FrontierPoint.__dataclass_fields__)
     writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for p in f.points:
