@@ -1,4 +1,5 @@
-"""`Nx-own`: each device limited to N times its own 1F1B peak, for stages that differ."""
+"""`Nx` against 1F1B's peak, and `Nx-own`: each device limited to N times its own 1F1B peak,
+for stages that differ."""
 
 import pytest
 from helpers import REPO_ROOT, uniform
@@ -41,9 +42,29 @@ def test_the_heavy_ends_solve_keeps_every_device_within_its_own_1f1b_peak():
     assert solved.value <= run_baseline("1f1b", problem).value
 
 
+def test_one_x_is_what_1f1b_holds_at_most_when_stages_differ():
+    # heavy ends: the LM-head device leaves 1.5x the activation, but under 1F1B it holds one
+    # microbatch while device 0 holds eight: 1x is device 0's peak, not 8 LM-head activations
+    profile = load_profile(REPO_ROOT / "models" / "zb-1.5b-heavy-ends.json")
+    problem = build_problem(8, 24, profile.rank_costs(8), comm=profile.comm, memory="1x")
+    one_f_one_b = run_baseline("1f1b", problem).metrics
+    assert problem.memory_limit == (pytest.approx(8 * 3.3997),) * 8 == (max(one_f_one_b.peak_memory),) * 8
+    assert one_f_one_b.peak_memory_x == pytest.approx(1.0)
+    # fewer microbatches than devices: 1F1B holds M on device 0, not P
+    assert uniform(8, 3, memory="1x").memory_limit == (3.0,) * 8
+    assert run_baseline("1f1b", uniform(8, 3)).metrics.peak_memory_x == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("text", ["0x-own", "-1x-own", "abcx-own"])
 def test_a_bad_factor_is_refused(text):
     with pytest.raises(ProblemError):
         build_problem(4, 8, StageCost(1, 1, 1, 1, 0.5), memory=text)
     with pytest.raises(ProblemError, match="0 on a device"):
         build_problem(2, 2, [StageCost(1, 1, 1, 1, 0.5), StageCost(1, 1, 1, 0, 0)], memory="1x-own")
+
+
+def test_the_header_lists_each_device_s_own_limit(capsys):
+    from zbsolve.cli import main
+
+    assert main(["baseline", "1f1b", "--stages", "4", "--microbatches", "8", "--memory", "1x-own"]) == 0
+    assert "memory limits 4, 3, 2, 1 per device (the largest 1x U, U=4)" in capsys.readouterr().out

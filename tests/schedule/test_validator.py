@@ -233,7 +233,7 @@ def test_no_activation_anywhere():
     s = run_baseline("1f1b", uniform(3, 4, activation=0, residual=0, memory=[2.0] * 3))
     validate(s)
     assert s.metrics.peak_memory_x == 0.0
-    with pytest.raises(ProblemError, match="multiple of U = P x activation, which is 0 here"):
+    with pytest.raises(ProblemError, match="multiple of U, 1F1B.s peak, which is 0 here"):
         uniform(3, 4, activation=0, residual=0, memory="1x")
 
 

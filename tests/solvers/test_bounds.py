@@ -336,12 +336,12 @@ def test_stays_that_memory_keeps_apart_bound_the_span():
     # 0.5 + 0.1 + 5.2 + 0.5 + 2.1 = 9.0 each, pipe 1's 0.1 + 5.2 = 5.3 each, 28.6 in all; the
     # bound was 18.0 (a random soundness draw), the optimum 31.6.
     costs = [StageCost(0.6, 0.3, 1.8, 3, 1.2), StageCost(0.1, 2.6, 2.6, 4, 4.0)]
-    problem = build_problem(2, 4, costs, placement="bidirectional", comm=0.5, memory="0.625x",
+    problem = build_problem(2, 4, costs, placement="bidirectional", comm=0.5, memory=5.0,
                             split_backward=False, objective="span")
     assert problem.memory_limit == (5.0, 5.0)
     assert bound_of(problem) == pytest.approx(28.6)
     assert plain_solve(problem, time_limit=60, workers=1) == (pytest.approx(31.6), True)
-    makespan = build_problem(2, 4, costs, placement="bidirectional", comm=0.5, memory="0.625x",
+    makespan = build_problem(2, 4, costs, placement="bidirectional", comm=0.5, memory=5.0,
                              split_backward=False)
     data = build_view(OpGraph(makespan), makespan.split_backward, makespan.objective)
     assert data.value(bounds.stays_bound(data, data.device_ops[0])) >= 28.6

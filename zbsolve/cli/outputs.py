@@ -42,8 +42,11 @@ def describe_problem(problem: Problem) -> str:
         limit = max(problem.memory_limit)
         unit, name = problem.memory_unit(), f" {problem.memory_unit_name}" if problem.memory_unit_name else ""
         relative = f"{limit / unit:.3g}x U, U={unit:g}{name}" if unit else "U=0: no activation"
-        varies = "" if len(set(problem.memory_limit)) == 1 else " on the largest device"
-        memory = f"memory limit {limit:g}{name}{varies} ({relative})"
+        if len(set(problem.memory_limit)) == 1:
+            memory = f"memory limit {limit:g}{name} ({relative})"
+        else:
+            per_device = ", ".join(f"{m:.4g}" for m in problem.memory_limit)
+            memory = f"memory limits {per_device}{name} per device (the largest {relative})"
     overlap = "" if problem.fb_overlap is None else f", F&B overlap {problem.fb_overlap:g}"
     return (
         f"P={problem.devices} M={problem.microbatches} placement {problem.placement}, {cost_text}, "

@@ -81,7 +81,7 @@ def costs_for(placement: Placement, rank_costs: Sequence[StageCost]) -> list[Sta
 
 
 MEMORY_HELP = (
-    "none, Nx or N% (N times U = P x activation of one microbatch, 1F1B's peak), Nx-own (N times each "
+    "none, Nx or N% (N times U, 1F1B's peak: the most any device holds under 1F1B), Nx-own (N times each "
     "device's own 1F1B peak), an absolute amount in "
     "the costs' memory unit or with a unit of its own (40GB, 40G, 38GiB), or one amount per device "
     "separated by commas; it covers the activations held for backward, not weights or optimizer state"
@@ -132,7 +132,7 @@ def parse_memory(
             factor = _factor(value[:-1]) / (100 if value.endswith("%") else 1)
             unit = problem_without_limit.memory_unit()
             if unit == 0:
-                raise ProblemError(f"memory {text!r} is a multiple of U = P x activation, which is 0 here "
+                raise ProblemError(f"memory {text!r} is a multiple of U, 1F1B's peak, which is 0 here "
                                    "(no stage has an activation); give an absolute limit or none")
             return (factor * unit,) * P
         parts = [_amount(p, problem_without_limit.memory_unit_name) for p in str(text).strip().split(",")]

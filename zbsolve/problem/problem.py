@@ -220,8 +220,11 @@ class Problem:
         return [min(self.devices - d, self.microbatches) * a for d, a in enumerate(self.activation_per_device(0))]
 
     def memory_unit(self) -> float:
-        """U = P x A, the `x` of memory limits (docs/design.md, "The problem")."""
-        return self.devices * self.activation_unit()
+        """U, the `x` of memory limits (docs/design.md, "Memory limits"): 1F1B's peak, the most
+        any device holds under 1F1B on the single chain; P x A for a custom problem, which has none."""
+        if self.placement == "custom":
+            return self.devices * self.activation_unit()
+        return max(self.one_f_one_b_peaks())
 
     def memory_text(self, amount: float) -> str:
         """An amount of memory as messages give it: absolute, then in U ("40.8 GB (1.5x U)")."""
