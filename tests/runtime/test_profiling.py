@@ -7,7 +7,8 @@ import pytest
 pytest.importorskip("torch")
 
 from zbsolve.cli import main  # noqa: E402
-from zbsolve.runtime.profiling import LayerShape, measure  # noqa: E402
+from zbsolve.problem.profiles import load_profile  # noqa: E402
+from zbsolve.runtime.profiling import LayerShape, measure, saved_storages  # noqa: E402
 
 
 def _saved_range(L, h, a, s, b, element):
@@ -47,6 +48,38 @@ def test_profile_writes_a_file_that_solve_uses(capsys, tmp_path):
     assert document["memory_unit"] == "kB" and 262.144 <= document["costs"]["activation"] < 270
     assert main(["solve", "--profile", str(target), "--stages", "2", "--microbatches", "4", "-q"]) == 0
     assert "optimal" in capsys.readouterr().out
+
+
+def test_a_torch_split_profile_times_torch_s_b_and_w_and_its_first_stage_apart(capsys, tmp_path):
+    target = tmp_path / "split.json"
+    assert main(["profile", "--layers", "1", "--hidden", "32", "--heads", "2", "--seq", "8",
+                 "--microbatch-size", "1", "--repeats", "1", "--backward", "torch", "-o", str(target)]) == 0
+    assert "first rank-stage (its input needs no gradient)" in capsys.readouterr().out
+    profile = load_profile(target)
+    assert profile.extra["measured"]["backward"] == "torch" and "split backward" in profile.source
+    first, middle, last = profile.rank_costs(3)
+    # torch skips B on the first stage (its input needs no gradient) and runs it all in W
+    assert first.B == 0 and first.W > 0 and first.activation == middle.activation == last.activation
+    assert middle == last and min(middle.F, middle.B, middle.W) > 0
+    assert main(["solve", "--profile", str(target), "--stages", "2", "--microbatches", "4", "-q"]) == 0
+    assert "2 per-stage cost records" in capsys.readouterr().out
+
+
+def test_a_saved_view_counts_the_bytes_it_reaches_not_its_whole_storage():
+    import torch
+
+    batch = torch.zeros(8, 1000)  # a caller's batch; a microbatch is a view of two rows
+    weight = torch.ones(1000, requires_grad=True)
+    hooks, seen = saved_storages(torch, {weight.untyped_storage().data_ptr()})
+    with hooks:
+        (batch[2:4] * weight).sum()  # saves the view (for weight's gradient), not the batch
+    assert sum(seen.values()) == 2 * 1000 * 4
+    qkv = torch.zeros(3, 500, requires_grad=True) * 1.0
+    hooks, seen = saved_storages(torch, set())
+    with hooks:
+        q, k, v = qkv.unbind(0)
+        (q * k + v * v).sum()  # three views that together cover their storage: counted once, whole
+    assert sum(seen.values()) == 3 * 500 * 4
 
 
 def test_a_small_stack_keeps_its_memory_in_the_file(tmp_path):

@@ -14,7 +14,7 @@ from zbsolve.errors import UsageError, ValidationError
 from zbsolve.formats.atomic_files import check_separate, check_writable
 from zbsolve.formats.chrome_trace import chrome_trace, write_chrome_trace
 from zbsolve.formats.torch_csv import torch_csv, write_torch_csv
-from zbsolve.runtime.profiling import DTYPES
+from zbsolve.runtime.profiling import BACKWARDS, DTYPES
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import check_solvable, check_solver_options
 
@@ -158,12 +158,15 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     shape = shape_from(args)
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
-    document = profile_document(shape, args.device, name, args.repeats, args.dtype)
+    document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
     c, unit = document["costs"], document["memory_unit"]
     print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms, activation {c['activation']:.4g} {unit}, "
           f"residual {c['residual']:.4g} {unit} per rank-stage of {args.layers} layers")
+    for o in document.get("overrides", ()):
+        print(f"first rank-stage (its input needs no gradient): F {o['F']:.4g} ms, B {o['B']:.4g} ms, "
+              f"W {o['W']:.4g} ms")
     print(f"wrote {args.output}")
     return 0
 
@@ -220,6 +223,11 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("--dtype", choices=DTYPES, default="float32",
                    help="element type of weights, activations and arithmetic (default float32; GPUs train in "
                         "bfloat16, which also halves the memory)")
+    p.add_argument("--backward", choices=BACKWARDS, default="products",
+                   help="how B and W are split: products (default) times the weight-gradient products alone, "
+                        "as a hand-written split runs them; torch times torch.distributed.pipelining's split "
+                        "(its W runs autograd again; its first rank-stage does all of the backward in W), "
+                        "for plans that torch's runtime will run")
     add_shape_options(p, " (required unless --from-run)")
     p.add_argument("--from-run", metavar="MEASURED", help="write the profile from a run's measured schedule "
                                                          "(zbsolve run -o) instead of measuring a stack")

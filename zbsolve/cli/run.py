@@ -98,8 +98,8 @@ def run_calibration(args: argparse.Namespace) -> int:
     document = calibrated_profile(measured, name)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
-    c = document["costs"]
-    print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms, comm {document['comm']:.4g} ms per "
-          f"rank-stage, from {args.from_run}")
+    for rank, c in enumerate(document["stage_costs"]):
+        print(f"rank-stage {rank}: F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms")
+    print(f"comm {document['comm']:.4g} ms; {document['notes']}; from {args.from_run}")
     print(f"wrote {args.output}")
     return 0

@@ -30,12 +30,19 @@ def _instrument(torch, stage: Any, records: list, weights: set[int]) -> None:
     forward, backward, weight = stage.forward_one_chunk, stage.backward_one_chunk, stage.backward_weight_one_chunk
     index = stage.stage_index
 
+    counted: list[int] = []  # the bytes one forward of this stage saves: every microbatch has one shape
+
     def timed_forward(mb, *args, **kwargs):
-        hooks, seen = saved_storages(torch, weights)
-        start = time.perf_counter()
-        with hooks:
+        if counted:
+            start = time.perf_counter()
             out = forward(mb, *args, **kwargs)
-        records.append(("F", index, mb, start, time.perf_counter(), sum(seen.values())))
+        else:  # counting runs Python on every saved tensor, so it is done on the first forward only
+            hooks, seen = saved_storages(torch, weights)
+            start = time.perf_counter()
+            with hooks:
+                out = forward(mb, *args, **kwargs)
+            counted.append(sum(seen.values()))
+        records.append(("F", index, mb, start, time.perf_counter(), counted[0]))
         return out
 
     def timed_backward(mb, *args, full_backward=True, **kwargs):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from zbsolve.errors import UsageError
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.problem import Problem
 from zbsolve.problem.units import bytes_per
 from zbsolve.schedule.schedule import Metrics, Schedule, SolverInfo, TimedOp
 
@@ -59,8 +60,9 @@ class Run:
     plan: Schedule
     schedule: Schedule  # the median step, as a schedule of the plan's problem
     step_times: list[float]  # every measured step, in the plan's time unit
-    ratios: dict[str, list[float]]  # per kind: measured op time over the plan's cost, every op of every step
+    kinds: dict[str, list[float]]  # per kind over every op of every step: [ops, measured time, planned time]
     waits: list[float]  # cross-rank waits: a consumer's start after its input's end, where it waited
+    overheads: list[float]  # idle gaps before ops whose inputs were ready: the runtime's own time
     peaks_bytes: list[float]  # per rank, the median step's
 
 
@@ -80,33 +82,54 @@ def measured_run(plan: Schedule, ranks: list[dict]) -> Run:
     schedule = Schedule(name="measured", problem=problem, devices=tuple(tuple(d) for d in devices),
                         metrics=_metrics(devices, peaks, problem.memory_unit()),
                         solver=SolverInfo("run", status="measured", message=f"median of {len(steps)} steps"))
-    ratios: dict[str, list[float]] = {}
-    waits = []
+    kinds: dict[str, list[float]] = {}
+    waits, overheads = [], []
     for step in steps:
-        ends = {(k, st, mb): e for ops in step["ranks"] for k, st, mb, _, e, _ in ops}
         for ops in step["ranks"]:
-            previous_end = 0.0
-            for kind, stage, mb, start, end, _ in ops:
+            for kind, stage, _, start, end, _ in ops:
                 c = problem.stage_costs[pipe.stages[stage].cost]
-                cost = {"F": c.F, "B": c.B, "W": c.W, "BW": c.B + c.W}[kind]
-                took = 1e3 * (end - start)
-                if cost > 0:
-                    ratios.setdefault(kind, []).append(took / cost)
-                source = _input_of(kind, stage, mb, len(pipe.stages))
-                if source in ends and pipe.stages[source[1]].device != pipe.stages[stage].device:
-                    if start > previous_end + 1e-6:  # the rank waited: the input's arrival set the start
-                        waits.append(1e3 * (start - ends[source]))
-                previous_end = end
-    return Run(plan, schedule, [1e3 * s["time"] for s in steps], ratios, waits, peaks_bytes)
+                totals = kinds.setdefault(kind, [0, 0.0, 0.0])
+                totals[0] += 1
+                totals[1] += 1e3 * (end - start)
+                totals[2] += {"F": c.F, "B": c.B, "W": c.W, "BW": c.B + c.W}[kind]
+        waited, idle = gaps(problem, [[(k, st, mb, start, end) for k, st, mb, start, end, _ in ops]
+                                      for ops in step["ranks"]])
+        waits += [1e3 * w for w in waited]
+        overheads += [1e3 * g for g in idle]
+    return Run(plan, schedule, [1e3 * s["time"] for s in steps], kinds, waits, overheads, peaks_bytes)
 
 
-def _input_of(kind: str, stage: int, mb: int, stages: int) -> tuple | None:
+def gaps(problem: Problem, ranks: list[list[tuple]]) -> tuple[list[float], list[float]]:
+    """Waits and overheads of one step, from each rank's (kind, stage, microbatch, start, end)
+    in the order it ran. A wait is an op's start after its cross-rank input ended, where the
+    input ended after the rank's previous op (the rank sat free until it came); an overhead
+    is the gap before an op whose inputs were there when the rank's previous op ended."""
+    pipe = problem.pipes[0]
+    ends = {}
+    for ops in ranks:
+        for kind, stage, mb, _, end in ops:
+            ends[("B" if kind == "BW" else kind, stage, mb)] = end
+    waits, overheads = [], []
+    for ops in ranks:
+        previous_end = None  # a rank's first op has no gap of its own to measure
+        for kind, stage, mb, start, end in ops:
+            source = _input_of(kind, stage, mb, len(pipe.stages))
+            arrived = ends.get(source) if source else None
+            if arrived is not None and pipe.stages[source[1]].device != pipe.stages[stage].device \
+                    and (previous_end is None or arrived > previous_end):
+                waits.append(start - arrived)
+            elif previous_end is not None:
+                overheads.append(start - previous_end)
+            previous_end = end
+    return waits, overheads
+
+
+def _input_of(kind: str, stage: int, mb, stages: int) -> tuple | None:
+    """The cross-stage input an op waits for: the previous stage's F, the next stage's B."""
     if kind == "F":
         return ("F", stage - 1, mb) if stage else None
-    if kind in ("B", "BW"):
-        if stage == stages - 1:
-            return None
-        return ("B", stage + 1, mb)  # split backward only: a fused plan's waits are not counted
+    if kind in ("B", "BW") and stage < stages - 1:
+        return ("B", stage + 1, mb)
     return None
 
 
@@ -125,16 +148,20 @@ def verdict(run: Run) -> list[str]:
     if abs(measured - planned) > DRIFT * planned:
         drift.append("the step")
     for kind in ("F", "B", "W", "BW"):
-        if kind in run.ratios:
-            ratio = statistics.median(run.ratios[kind])
-            lines.append(f"{kind}: measured {ratio:.3f} x the plan's cost (median of {len(run.ratios[kind])} ops)")
+        if kind in run.kinds and run.kinds[kind][2] > 0:
+            count, took, planned_time = run.kinds[kind]
+            ratio = took / planned_time  # time-weighted: a first stage's B of next to nothing weighs next to nothing
+            lines.append(f"{kind}: measured {ratio:.3f} x the plan's time ({count} ops' time over their planned time)")
             if abs(ratio - 1) > DRIFT:
                 drift.append(f"{kind} ops")
     comm = plan.problem.comm
     if run.waits:
         wait = statistics.median(run.waits)
         lines.append(f"comm: planned {comm:g} {unit}, measured median wait {wait:.3g} {unit} on "
-                     f"{len(run.waits)} cross-rank inputs")
+                     f"{len(run.waits)} cross-rank inputs the rank sat free for")
+    if run.overheads:
+        lines.append(f"runtime overhead: median gap {statistics.median(run.overheads):.3g} {unit} before "
+                     f"{len(run.overheads)} ops whose inputs were there (the plan has none)")
     per_unit = bytes_per(plan.problem.memory_unit_name)
     if per_unit:
         name = plan.problem.memory_unit_name
@@ -149,35 +176,38 @@ def verdict(run: Run) -> list[str]:
 
 
 def calibrated_profile(measured: Schedule, name: str) -> dict:
-    """A profile (models/ format) from a measured schedule: per kind the median op time (a
-    rank-stage's: chunks summed), comm the median wait for a cross-rank input; memory as
-    the plan's."""
+    """A profile (models/ format) from a measured schedule: per rank-stage and kind the
+    median op time (chunks summed) plus the median runtime overhead per op, comm the median
+    wait for a cross-rank input less that overhead; memory as the plan's."""
     if measured.solver.status != "measured":
         raise UsageError(f"--from-run needs a measured schedule (zbsolve run -o), this one is "
                          f"{measured.solver.status}")
     problem = measured.problem
     pipe = problem.pipes[0]
     chunks = len(pipe.stages) // problem.devices
-    times: dict[str, list[float]] = {}
-    ends = {(t.op.kind, t.op.stage, t.op.microbatch): t.end for ops in measured.devices for t in ops}
-    waits = []
-    for ops in measured.devices:
-        previous = 0.0
-        for t in ops:
-            times.setdefault(t.op.kind, []).append((t.end - t.start) * chunks)
-            source = _input_of(t.op.kind, t.op.stage, pipe.microbatches.index(t.op.microbatch), len(pipe.stages))
-            key = None if source is None else (source[0], source[1], pipe.microbatches[source[2]])
-            if key in ends and pipe.stages[key[1]].device != pipe.stages[t.op.stage].device and t.start > previous:
-                waits.append(t.start - ends[key])
-            previous = t.end
-    if not {"F", "B", "W"} <= set(times):
+    ranks = [[(t.op.kind, t.op.stage, t.op.microbatch, t.start, t.end) for t in ops] for ops in measured.devices]
+    waits, overheads = gaps(problem, ranks)
+    overhead = statistics.median(overheads) if overheads else 0.0
+    times: dict[tuple[int, str, int], list[float]] = {}
+    for rank, ops in enumerate(ranks):
+        for kind, stage, _, start, end in ops:
+            times.setdefault((rank, kind, stage), []).append(end - start)
+    kinds = {kind for _, kind, _ in times}
+    if not {"F", "B", "W"} <= kinds:
         raise UsageError("the run fused B and W: a profile needs them apart; run a plan with split backward")
-    first = problem.stage_costs[pipe.stages[0].cost]
-    costs = {kind: float(f"{statistics.median(times[kind]):.6g}") for kind in "FBW"}
-    costs |= {"activation": first.activation * chunks, "residual": first.residual * chunks}
+    stage_costs = []
+    for rank in range(problem.devices):
+        mine = [k for k, stage in enumerate(pipe.stages) if stage.device == rank]
+        record = {kind: float(f"{sum(statistics.median(times[(rank, kind, k)]) + overhead for k in mine):.6g}")
+                  for kind in "FBW"}
+        cost = problem.stage_costs[pipe.stages[mine[0]].cost]
+        stage_costs.append(record | {"activation": cost.activation * chunks, "residual": cost.residual * chunks})
+    comm = max(0.0, statistics.median(waits) - overhead) if waits else problem.comm
     document = {"name": name, "source": f"calibrated by zbsolve profile --from-run from {measured.solver.message}",
                 "time_unit": problem.time_unit, "devices": problem.devices, "microbatches": problem.microbatches,
-                "comm": float(f"{statistics.median(waits):.6g}") if waits else problem.comm, "costs": costs}
+                "comm": float(f"{comm:.6g}"), "stage_costs": stage_costs,
+                "notes": f"per op, the runtime's median overhead of {overhead:.4g} {problem.time_unit} is in F, B "
+                         "and W"}
     if problem.memory_unit_name:
         document["memory_unit"] = problem.memory_unit_name
     return document

@@ -21,6 +21,9 @@ from zbsolve.errors import UsageError
 # Element types a stack can be measured in. Training on GPUs computes in bfloat16 (or
 # float16); float32 is the default because CPUs run it fastest.
 DTYPES = ("float32", "bfloat16", "float16")
+# How B and W are split: `products` times the bare weight products a hand-written split
+# runs; `torch` times torch.distributed.pipelining's own split (zbsolve/runtime/torch_split.py).
+BACKWARDS = ("products", "torch")
 
 
 @dataclass(frozen=True)
@@ -74,16 +77,36 @@ def _block(torch, hidden: int, heads: int):
 
 def saved_storages(torch, weights: set[int]):
     """A context in which autograd's saved tensors are noted, and the dict it fills: bytes
-    per distinct storage, those at `weights` (the parameters) left out."""
+    per distinct storage, those at `weights` (the parameters) left out.
+
+    A storage counts the bytes its saved views reach, not its whole size: a microbatch
+    saved as a view into the caller's batch holds only its own slice for backward."""
     seen: dict[int, int] = {}
+    reached: dict[int, list[tuple[int, int]]] = {}
 
     def pack(tensor):
         storage = tensor.untyped_storage()
-        if storage.data_ptr() not in weights:
-            seen[storage.data_ptr()] = storage.nbytes()
+        key = storage.data_ptr()
+        if key not in weights:
+            size = tensor.element_size()
+            extent = 1 + sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride())) if tensor.numel() else 0
+            begin = tensor.storage_offset() * size
+            reached.setdefault(key, []).append((begin, min(begin + extent * size, storage.nbytes())))
+            seen[key] = _covered(reached[key])
         return tensor
 
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), seen
+
+
+def _covered(ranges: list[tuple[int, int]]) -> int:
+    """Bytes in the union of [begin, end) ranges."""
+    total, reach = 0, 0
+    for begin, end in sorted(ranges):
+        begin = max(begin, reach)
+        if end > begin:
+            total += end - begin
+            reach = end
+    return total
 
 
 def _saved_bytes(torch, run, weights: set[int]) -> int:
@@ -95,10 +118,12 @@ def _saved_bytes(torch, run, weights: set[int]) -> int:
 
 
 def measure(shape: LayerShape, device: str = "cpu", repeats: int = 5, warmup: int = 2,
-            dtype: str = "float32") -> dict:
+            dtype: str = "float32", backward: str = "products") -> dict:
     """Median F, B, W in ms and activation/residual in GB for one stack of `shape.layers`,
     weights, inputs and all arithmetic in `dtype`."""
     shape.check()
+    if backward not in BACKWARDS:
+        raise UsageError(f"--backward must be one of {', '.join(BACKWARDS)}, got {backward!r}")
     if dtype not in DTYPES:
         raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     torch = _torch()
@@ -112,7 +137,7 @@ def measure(shape: LayerShape, device: str = "cpu", repeats: int = 5, warmup: in
         raise UsageError(_too_big(shape, device, f"it needs about {needed / 1e9:,.1f} GB, "
                                                 f"{available / 1e9:,.1f} GB is free"))
     try:
-        return _measure(torch, shape, torch.device(device), repeats, warmup, element)
+        return _measure(torch, shape, torch.device(device), repeats, warmup, element, backward)
     except (torch.OutOfMemoryError, MemoryError):
         raise UsageError(_too_big(shape, device, "it ran out of memory")) from None
     except RuntimeError as error:  # the CPU allocator reports failure as a plain RuntimeError
@@ -150,7 +175,7 @@ def _too_big(shape: LayerShape, device: str, why: str) -> str:
             f"or a smaller sequence or microbatch")
 
 
-def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype) -> dict:
+def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype, backward: str) -> dict:
     torch.manual_seed(0)
     blocks = [_block(torch, shape.hidden, shape.heads) for _ in range(shape.layers)]
     stack = torch.nn.Sequential(*blocks).to(device=device, dtype=dtype)
@@ -192,8 +217,13 @@ def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype)
     # W's inputs are part of what F saved, but the output gradients B adds to them can, with
     # a fused attention that saves no scores, hold more than F did. The memory model
     # (residual <= activation) then counts the larger for both: never less than the truth.
-    return {"F": statistics.median(F), "B": statistics.median(B), "W": statistics.median(W),
-            "activation": max(activation, residual) / 1e9, "residual": residual / 1e9}
+    result = {"F": statistics.median(F), "B": statistics.median(B), "W": statistics.median(W),
+              "activation": max(activation, residual) / 1e9, "residual": residual / 1e9}
+    if backward == "torch":
+        from .torch_split import split_times
+
+        result |= split_times(torch, stack, x, grad_out, timed, repeats, warmup)
+    return result
 
 
 def _one_step(torch, stack, linears, x, grad_out, timed) -> tuple[float, float, float, int]:
@@ -233,18 +263,23 @@ def memory_unit(activation_gb: float) -> tuple[str, float]:
     return MEMORY_UNITS[-1]
 
 
-def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5, dtype: str = "float32") -> dict:
-    """A profile in the models/ format, with hardware, torch version and settings recorded."""
+def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5, dtype: str = "float32",
+                     backward: str = "products") -> dict:
+    """A profile in the models/ format, with hardware, torch version and settings recorded.
+    With `backward="torch"` the first rank-stage, whose input needs no gradient, is an override."""
     torch = _torch()
-    costs = measure(shape, device, repeats, dtype=dtype)
+    costs = measure(shape, device, repeats, dtype=dtype, backward=backward)
+    first = costs.pop("first", None)
     unit, per_gb = memory_unit(costs["activation"])
     costs["activation"] *= per_gb
     costs["residual"] *= per_gb
     hardware = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
-    return {
+    split = "torch.distributed.pipelining's split backward" if backward == "torch" else "B and W split by hand"
+    document = {
         "name": name,
-        "source": (f"measured by zbsolve profile on {device} ({hardware}), torch {torch.__version__}, {dtype}: "
-                   f"median of {repeats} runs after 2 warm-ups, per rank-stage of {shape.layers} GPT layers"),
+        "source": (f"measured by zbsolve profile on {device} ({hardware}), torch {torch.__version__}, {dtype}, "
+                   f"{split}: median of {repeats} runs after 2 warm-ups, per rank-stage of {shape.layers} "
+                   "GPT layers"),
         "time_unit": "ms",
         "memory_unit": unit,
         "costs": {k: float(f"{v:.6g}") for k, v in costs.items()},
@@ -253,8 +288,11 @@ def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5
                   "hardware": hardware},
         "measured": {"device": device, "dtype": dtype, "torch": torch.__version__,
                      "python": platform.python_version(), "repeats": repeats, "threads": torch.get_num_threads(),
-                     **_matmul_settings(torch, device, dtype)},
+                     "backward": backward, **_matmul_settings(torch, device, dtype)},
     }
+    if first is not None:
+        document["overrides"] = [{"stage": 0, **{k: float(f"{v:.6g}") for k, v in first.items()}}]
+    return document
 
 
 def _matmul_settings(torch, device: str, dtype: str) -> dict:
