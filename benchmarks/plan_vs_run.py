@@ -1,8 +1,10 @@
-"""Plan against run on this machine: a layer stack profiled with `zbsolve profile`, plans
-solved from it (and 1F1B), each executed by `zbsolve run` on P=2 CPU processes with one
-thread each; then a profile calibrated from the first run, the plans solved again from it
-and run again. Writes benchmarks/plan_vs_run/results.{md,json} with the verdicts, the
-measured schedules, traces and plan-against-run plots.
+"""Plan against run on this machine: a layer stack profiled with `zbsolve profile` (B and W
+split by hand, and `--backward torch`: torch's own split), plans solved from each (and
+1F1B), each executed by `zbsolve run` on P=2 CPU processes with one thread each; then each
+case calibrated from its own run of the torch-split plan (1F1B, whose backward is fused,
+from the single 1x run), solved again and run again. Writes
+benchmarks/plan_vs_run/results.{md,json} with the verdicts, the measured schedules, traces
+and plan-against-run plots.
 
     python benchmarks/plan_vs_run.py [--hidden 256] [--steps 10] [--out benchmarks/plan_vs_run]
 """
@@ -43,52 +45,72 @@ def plan(out: Path, profile: Path, placement: str, memory: str, how: str, tag: s
     return path
 
 
-def run(out: Path, plan_path: Path, stack: Path, steps: int) -> dict:
+def run(out: Path, plan_path: Path, stack: Path, steps: int, repeats: int) -> dict:
+    """`zbsolve run` the plan `repeats` times; the first run's files, verdict and plot are kept."""
     measured = plan_path.with_name(plan_path.name.replace("plan-", "measured-"))
-    text = zbsolve("run", str(plan_path), "--profile", str(stack), "--steps", str(steps), "--warmup", "3",
-                   "-o", str(measured), "--trace", str(measured.with_suffix(".trace.json")))
-    step = re.search(r"planned ([\d.]+) ms, measured median ([\d.]+) ms", text)
+    medians, verdict = [], ""
+    for i in range(repeats):
+        files = ["-o", str(measured), "--trace", str(measured.with_suffix(".trace.json"))] if i == 0 else []
+        text = zbsolve("run", str(plan_path), "--profile", str(stack), "--steps", str(steps), "--warmup", "3", *files)
+        step = re.search(r"planned ([\d.]+) ms, measured median ([\d.]+) ms", text)
+        planned = float(step.group(1))
+        medians.append(float(step.group(2)))
+        verdict = verdict or text.strip()
     zbsolve("plot", str(plan_path), "--reference", str(measured), "-o", str(measured.with_suffix(".png")))
-    return {"planned_ms": float(step.group(1)), "measured_ms": float(step.group(2)), "verdict": text.strip(),
-            "measured": measured.name}
+    return {"planned_ms": planned, "measured_ms": medians, "verdict": verdict, "measured": measured.name}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each plan (the machine's speed drifts)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "plan_vs_run"))
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stack = out / "stack.json"
-    zbsolve("profile", "--device", "cpu", "--layers", "2", "--hidden", str(args.hidden), "--heads", "4",
-            "--seq", "128", "--microbatch-size", "2", "-o", str(stack))
+    shape = ["--layers", "2", "--hidden", str(args.hidden), "--heads", "4", "--seq", "128", "--microbatch-size", "2"]
+    stack, split = out / "stack.json", out / "stack-torch.json"
+    zbsolve("profile", "--device", "cpu", *shape, "-o", str(stack))
+    zbsolve("profile", "--device", "cpu", *shape, "--backward", "torch", "-o", str(split))
     rows = []
-    for tag, profile in (("profiled", stack), ("calibrated", out / "calibrated.json")):
+
+    def case(tag: str, profile: Path, placement: str, memory: str, how: str) -> dict:
+        path = plan(out, profile, placement, memory, how, tag)
+        result = run(out, path, stack, args.steps, args.repeats)
+        rows.append({"profile": tag, "placement": placement, "memory": memory, "plan": how, **result})
+        print(f"{tag} {placement} {memory} {how}: planned {result['planned_ms']} ms, measured "
+              f"{result['measured_ms']} ms", flush=True)
+        return result
+
+    for tag, profile in (("products", stack), ("torch-split", split)):
         for placement, memory, how in CASES:
-            path = plan(out, profile, placement, memory, how, tag)
-            result = run(out, path, stack, args.steps)
-            rows.append({"profile": tag, "placement": placement, "memory": memory, "plan": how, **result})
-            print(f"{tag} {placement} {memory} {how}: planned {result['planned_ms']} ms, measured "
-                  f"{result['measured_ms']} ms", flush=True)
-            if tag == "profiled" and not (out / "calibrated.json").exists():
-                zbsolve("profile", "--from-run", str(out / result["measured"]), "-o", str(out / "calibrated.json"))
+            result = case(tag, profile, placement, memory, how)
+            if tag == "torch-split" and how == "solve":
+                calibrated = out / f"calibrated-{placement}-{memory}.json"
+                zbsolve("profile", "--from-run", str(out / result["measured"]), "-o", str(calibrated))  # 1st run
+    for placement, memory, how in CASES:
+        source = f"{placement}-{memory}" if how == "solve" else "single-1x"
+        case("calibrated", out / f"calibrated-{source}.json", placement, memory, how)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     (out / "results.json").write_text(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d %H:%M"),
-                                                  "hidden": args.hidden, "steps": args.steps, "rows": rows},
+                                                  "hidden": args.hidden, "steps": args.steps, "repeats": args.repeats,
+                                                  "rows": rows},
                                                  indent=1) + "\n")
     lines = ["# Plan against run", "",
              f"P=2 ranks on the CPU, one thread each (gloo), M=8; a stack of 2 GPT layers, hidden {args.hidden}, "
              f"4 heads, sequence 128, microbatch size 2; {args.steps} measured steps after 3 warm-ups; {machine}; "
-             f"{time.strftime('%Y-%m-%d %H:%M')}. `calibrated`: the profile written from the first run "
-             "(`zbsolve profile --from-run`), plans solved again from it.", "",
-             "| profile | placement | memory | plan | planned (ms) | measured median (ms) | off by |",
+             f"{time.strftime('%Y-%m-%d %H:%M')}. Profiles: `products` (`zbsolve profile`, W the weight products "
+             "alone), `torch-split` (`zbsolve profile --backward torch`), `calibrated` (`zbsolve profile "
+             "--from-run` on the first run of the case's torch-split plan; 1F1B on the single 1x one), plans "
+             "solved from each; every plan run several times, the verdict of its first run below.", "",
+             f"| profile | placement | memory | plan | planned (ms) | measured median, {args.repeats} runs (ms) | "
+             "off by |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
-        off = 100 * (r["measured_ms"] - r["planned_ms"]) / r["planned_ms"]
+        off = [100 * (m - r["planned_ms"]) / r["planned_ms"] for m in r["measured_ms"]]
         lines.append(f"| {r['profile']} | {r['placement']} | {r['memory']} | {r['plan']} | {r['planned_ms']} | "
-                     f"{r['measured_ms']} | {off:+.1f}% |")
+                     f"{', '.join(f'{m:.1f}' for m in r['measured_ms'])} | {', '.join(f'{o:+.1f}%' for o in off)} |")
     lines += ["", "Verdicts:", ""]
     for r in rows:
         lines += [f"- {r['profile']} {r['placement']} {r['memory']} {r['plan']}:", "", "  ```",
