@@ -93,6 +93,21 @@ def test_a_profile_calibrated_from_a_run_holds_its_medians(tmp_path, capsys, sin
     assert main(["solve", "--profile", str(tmp_path / "cal.json"), "--time-limit", "2", "--workers", "1", "-q"]) == 0
 
 
+def test_a_fused_run_calibrates_f_and_bw_and_keeps_the_plan_s_b_and_w(tmp_path):
+    from dataclasses import replace
+
+    from zbsolve.runtime.measured import calibrated_profile
+    from zbsolve.schedule.schedule import SolverInfo
+
+    # 1F1B's ops as if they ran on the plan's times: every gap between ops is 0 (no overhead)
+    problem = build_problem(2, 4, StageCost(1.0, 1.0, 0.5, 0.1, 0.05, fused=1.25), split_backward=False)
+    ran = replace(run_baseline("1f1b", problem), solver=SolverInfo("run", status="measured", message="test"))
+    document = calibrated_profile(ran, "cal")
+    for record in document["stage_costs"]:
+        assert (record["F"], record["BW"], record["B"], record["W"]) == (1.0, 1.25, 1.0, 0.5)
+    assert "F, BW from the run" in document["notes"]
+
+
 def test_a_plan_that_is_not_measured_is_refused_for_calibration(tmp_path, capsys):
     planned(tmp_path, "zb-h1", "single")
     assert main(["profile", "--from-run", str(tmp_path / "plan.json"), "-o", str(tmp_path / "cal.json")]) == 2

@@ -60,6 +60,7 @@ def test_a_torch_split_profile_times_torch_s_b_and_w_and_its_first_stage_apart(c
     first, middle, last = profile.rank_costs(3)
     # torch skips B on the first stage (its input needs no gradient) and runs it all in W
     assert first.B == 0 and first.W > 0 and first.activation == middle.activation == last.activation
+    assert first.fused == first.W and middle.fused > 0  # the first stage's W is its full backward
     assert middle == last and min(middle.F, middle.B, middle.W) > 0
     assert main(["solve", "--profile", str(target), "--stages", "2", "--microbatches", "4", "-q"]) == 0
     assert "2 per-stage cost records" in capsys.readouterr().out

@@ -22,8 +22,9 @@ def single_chain_costs(problem: Problem) -> list[StageCost]:
     records = []
     for k in range(problem.devices):
         parts = [problem.stage_costs[s.cost] for s in stages[k * per_rank:(k + 1) * per_rank]]
+        fused = None if all(c.fused is None for c in parts) else sum(c.backward_time(False) for c in parts)
         records.append(StageCost(*(sum(getattr(c, f) for c in parts)
-                                   for f in ("F", "B", "W", "activation", "residual"))))
+                                   for f in ("F", "B", "W", "activation", "residual")), fused=fused))
     return records
 
 

@@ -162,11 +162,12 @@ def run_profile(args: argparse.Namespace) -> int:
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
     c, unit = document["costs"], document["memory_unit"]
-    print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms, activation {c['activation']:.4g} {unit}, "
-          f"residual {c['residual']:.4g} {unit} per rank-stage of {args.layers} layers")
+    fused = f", fused BW {c['BW']:.4g} ms" if "BW" in c else ""
+    print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms{fused}, activation {c['activation']:.4g} "
+          f"{unit}, residual {c['residual']:.4g} {unit} per rank-stage of {args.layers} layers")
     for o in document.get("overrides", ()):
         print(f"first rank-stage (its input needs no gradient): F {o['F']:.4g} ms, B {o['B']:.4g} ms, "
-              f"W {o['W']:.4g} ms")
+              f"W {o['W']:.4g} ms, fused BW {o['BW']:.4g} ms")
     print(f"wrote {args.output}")
     return 0
 

@@ -33,7 +33,8 @@ def describe_problem(problem: Problem) -> str:
     uniform = all(c == costs[0] for c in costs)
     c = costs[0]
     cost_text = (
-        f"F={c.F:g} B={c.B:g} W={c.W:g} activation={c.activation:g} residual={c.residual:g} per stage"
+        f"F={c.F:g} B={c.B:g} W={c.W:g}{'' if c.fused is None else f' BW={c.fused:g}'} activation={c.activation:g} "
+        f"residual={c.residual:g} per stage"
         if uniform else f"{len(costs)} per-stage cost records"
     )
     if problem.memory_limit is None:
@@ -120,9 +121,25 @@ def print_comparison(command: str, problem: Problem, solved: list[Schedule],
         rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
     print(describe_problem(problem))
     print(comparison_table(solved + rows, reference))
+    fused = fused_one_f_one_b(reference)
+    if fused:
+        print(fused)
     for name, reason in left_out(problem):
         print(f"zbsolve {command}: note: {name} is not in the table: it {reason}", file=sys.stderr)
     return solved + rows, reference
+
+
+def fused_one_f_one_b(reference: Schedule) -> str | None:
+    """Where the costs give a fused backward its own time (BW) and the problem splits B and
+    W, the table times every BW as B + W (so that its bounds hold for every schedule); say
+    what 1F1B takes with the fused backward, which a runtime that fuses it runs."""
+    problem = reference.problem
+    if not problem.split_backward or all(c.fused is None for c in problem.stage_costs):
+        return None
+    fused = run_baseline("1f1b", replace(problem, split_backward=False)).metrics.makespan
+    unit = problem.time_unit
+    return (f"1F1B with the costs' own fused backward (BW, as --no-split-backward times it) takes {fused:.6g} {unit} "
+            f"against {reference.metrics.makespan:.6g} {unit} above, where BW is B + W")
 
 
 def given_rows(paths: list[str] | None, args: argparse.Namespace, problem: Problem, command: str) -> list[Schedule]:

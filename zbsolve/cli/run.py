@@ -99,7 +99,8 @@ def run_calibration(args: argparse.Namespace) -> int:
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
     for rank, c in enumerate(document["stage_costs"]):
-        print(f"rank-stage {rank}: F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms")
+        fused = f", fused BW {c['BW']:.4g} ms" if "BW" in c else ""
+        print(f"rank-stage {rank}: F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms{fused}")
     print(f"comm {document['comm']:.4g} ms; {document['notes']}; from {args.from_run}")
     print(f"wrote {args.output}")
     return 0

@@ -42,7 +42,8 @@ def problem_to_dict(problem: Problem) -> dict:
         "fb_overlap": problem.fb_overlap,
         "comm": problem.comm,
         "objective": problem.objective,
-        "stage_costs": [{k: getattr(c, k) for k in COST_KEYS} for c in problem.stage_costs],
+        "stage_costs": [{k: getattr(c, k) for k in COST_KEYS} | ({} if c.fused is None else {"BW": c.fused})
+                        for c in problem.stage_costs],
         "pipes": [
             {
                 "stages": [{"device": s.device, "cost": s.cost} for s in pipe.stages],
@@ -161,8 +162,9 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
     costs = []
     for j, c in enumerate(_list(_get(data, "stage_costs", where), f"{where}.stage_costs")):
         at = f"{where}.stage_costs[{j}]"
-        _known(c, COST_KEYS, at)
-        costs.append(StageCost(**{k: _number(_get(c, k, at), f"{at}.{k}") for k in COST_KEYS}))
+        _known(c, (*COST_KEYS, "BW"), at)
+        fused = _number(c["BW"], f"{at}.BW") if isinstance(c, dict) and "BW" in c else None
+        costs.append(StageCost(**{k: _number(_get(c, k, at), f"{at}.{k}") for k in COST_KEYS}, fused=fused))
     pipes = []
     for q, p in enumerate(_list(_get(data, "pipes", where), f"{where}.pipes")):
         at = f"{where}.pipes[{q}]"

@@ -93,7 +93,7 @@ class OpGraph:
         check_size(problem)
         self.problem = problem
         costs = problem.stage_costs
-        time_values = [v for c in costs for v in (c.F, c.B, c.W)] + [problem.comm]
+        time_values = [v for c in costs for v in (c.F, c.B, c.W, c.fused) if v is not None] + [problem.comm]
         if problem.fb_overlap is not None:
             time_values.append(problem.fb_overlap)
         memory_values = [v for c in costs for v in (c.activation, c.residual)]
@@ -110,7 +110,8 @@ class OpGraph:
         self.fb_overlap = None if problem.fb_overlap is None else self.ticks(problem.fb_overlap)
         self._durations = [
             {"F": self.ticks(c.F), "B": self.ticks(c.B), "W": self.ticks(c.W),
-             "BW": self.ticks(c.B) + self.ticks(c.W)}
+             "BW": self.ticks(c.fused) if c.fused is not None and not problem.split_backward
+             else self.ticks(c.B) + self.ticks(c.W)}
             for c in costs
         ]
         self._memory = [

@@ -58,9 +58,12 @@ class StageCost:
     W: float
     activation: float = 1.0
     residual: float = 0.5
+    fused: float | None = None  # a fused backward's own time ("BW" in files), where it is not B + W
 
     def checked(self, where: str) -> StageCost:
         values = {k: check_number(f"{where}.{k}", getattr(self, k)) for k in ("F", "B", "W")}
+        if self.fused is not None:
+            values["fused"] = check_number(f"{where}.BW", self.fused)
         activation = check_number(f"{where}.activation", self.activation)
         residual = check_number(f"{where}.residual", self.residual)
         if residual > activation:
@@ -73,14 +76,17 @@ class StageCost:
             raise ProblemError(f"{where}.F must be > 0, got 0")
         return StageCost(**values, activation=activation, residual=residual)
 
-    @property
-    def BW(self) -> float:  # noqa: N802 - the design's name for the fused backward
-        return self.B + self.W
+    def backward_time(self, split_backward: bool) -> float:
+        """A fused backward's (BW's) time: its own where the problem fuses B and W and one is
+        given (a runtime may fuse them more cheaply than it splits them), else B + W. A
+        problem that splits them times BW as B + W, so its bounds hold for every schedule."""
+        return self.fused if self.fused is not None and not split_backward else self.B + self.W
 
     def scaled(self, factor: float) -> StageCost:
         return StageCost(
             self.F * factor, self.B * factor, self.W * factor,
             self.activation * factor, self.residual * factor,
+            None if self.fused is None else self.fused * factor,
         )
 
 
@@ -251,8 +257,8 @@ class Problem:
                 for backward_stage in held:
                     if forward_stage != backward_stage:
                         forward, backward = self.cost(*forward_stage), self.cost(*backward_stage)
-                        halves.append(max(forward.F, backward.BW))
-                        in_turn.append(forward.F + backward.BW)
+                        halves.append(max(forward.F, backward.B + backward.W))
+                        in_turn.append(forward.F + backward.B + backward.W)
         return (max(halves), max(in_turn)) if halves else None
 
     def overlap_warning(self, given: str = "fb_overlap") -> str | None:

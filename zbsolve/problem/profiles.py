@@ -15,7 +15,7 @@ from typing import Any
 from zbsolve.errors import ProfileError
 from zbsolve.problem.problem import StageCost, finite
 
-COST_KEYS = ("F", "B", "W", "activation", "residual")
+COST_KEYS = ("F", "B", "W", "activation", "residual", "BW")  # BW: a fused backward's own time, if not B + W
 PROFILE_KEYS = {
     "name", "source", "time_unit", "memory_unit", "devices", "microbatches", "comm", "memory",
     "costs", "stage_costs", "overrides", "model", "notes", "measured",
@@ -77,6 +77,8 @@ def _cost_fields(record: Any, where: str, *, partial: bool = False) -> dict:
             if key not in record:
                 raise ProfileError(f"{where} is missing key {key!r}")
     values = {k: _number(record[k], f"{where}.{k}") for k in COST_KEYS if k in record}
+    if "BW" in values:
+        values["fused"] = values.pop("BW")  # StageCost's field; BW is its property
     return values
 
 

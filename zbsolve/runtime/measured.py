@@ -91,7 +91,7 @@ def measured_run(plan: Schedule, ranks: list[dict]) -> Run:
                 totals = kinds.setdefault(kind, [0, 0.0, 0.0])
                 totals[0] += 1
                 totals[1] += 1e3 * (end - start)
-                totals[2] += {"F": c.F, "B": c.B, "W": c.W, "BW": c.B + c.W}[kind]
+                totals[2] += {"F": c.F, "B": c.B, "W": c.W, "BW": c.backward_time(problem.split_backward)}[kind]
         waited, idle = gaps(problem, [[(k, st, mb, start, end) for k, st, mb, start, end, _ in ops]
                                       for ops in step["ranks"]])
         waits += [1e3 * w for w in waited]
@@ -177,8 +177,9 @@ def verdict(run: Run) -> list[str]:
 
 def calibrated_profile(measured: Schedule, name: str) -> dict:
     """A profile (models/ format) from a measured schedule: per rank-stage and kind the
-    median op time (chunks summed) plus the median runtime overhead per op, comm the median
-    wait for a cross-rank input less that overhead; memory as the plan's."""
+    median op time (chunks summed) plus the median runtime overhead per op; a kind the run
+    did not time apart (B and W of a fused run, BW of a split one) as the plan had it; comm
+    the median wait for a cross-rank input less that overhead; memory as the plan's."""
     if measured.solver.status != "measured":
         raise UsageError(f"--from-run needs a measured schedule (zbsolve run -o), this one is "
                          f"{measured.solver.status}")
@@ -192,22 +193,26 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
     for rank, ops in enumerate(ranks):
         for kind, stage, _, start, end in ops:
             times.setdefault((rank, kind, stage), []).append(end - start)
-    kinds = {kind for _, kind, _ in times}
-    if not {"F", "B", "W"} <= kinds:
-        raise UsageError("the run fused B and W: a profile needs them apart; run a plan with split backward")
+    planned = {"F": lambda c: c.F, "B": lambda c: c.B, "W": lambda c: c.W, "BW": lambda c: c.fused}
     stage_costs = []
     for rank in range(problem.devices):
         mine = [k for k, stage in enumerate(pipe.stages) if stage.device == rank]
-        record = {kind: float(f"{sum(statistics.median(times[(rank, kind, k)]) + overhead for k in mine):.6g}")
-                  for kind in "FBW"}
+        record = {}
+        for kind, plan_value in planned.items():
+            if all((rank, kind, k) in times for k in mine):
+                record[kind] = sum(statistics.median(times[(rank, kind, k)]) + overhead for k in mine)
+            elif all(plan_value(problem.stage_costs[pipe.stages[k].cost]) is not None for k in mine):
+                record[kind] = sum(plan_value(problem.stage_costs[pipe.stages[k].cost]) for k in mine)
         cost = problem.stage_costs[pipe.stages[mine[0]].cost]
-        stage_costs.append(record | {"activation": cost.activation * chunks, "residual": cost.residual * chunks})
+        stage_costs.append({kind: float(f"{value:.6g}") for kind, value in record.items()}
+                           | {"activation": cost.activation * chunks, "residual": cost.residual * chunks})
     comm = max(0.0, statistics.median(waits) - overhead) if waits else problem.comm
+    measured_kinds = sorted({kind for _, kind, _ in times}, key="F B W BW".split().index)
     document = {"name": name, "source": f"calibrated by zbsolve profile --from-run from {measured.solver.message}",
                 "time_unit": problem.time_unit, "devices": problem.devices, "microbatches": problem.microbatches,
                 "comm": float(f"{comm:.6g}"), "stage_costs": stage_costs,
-                "notes": f"per op, the runtime's median overhead of {overhead:.4g} {problem.time_unit} is in F, B "
-                         "and W"}
+                "notes": f"{', '.join(measured_kinds)} from the run, each with the runtime's median overhead of "
+                         f"{overhead:.4g} {problem.time_unit} per op; the rest as the plan had them"}
     if problem.memory_unit_name:
         document["memory_unit"] = problem.memory_unit_name
     return document

@@ -84,8 +84,7 @@ class CostModel:
         if len(set(self.rank_costs)) > 1:
             raise UsageError(f"the profile's stages differ; it can only be swept at its own {self.devices} ranks")
         c, scale = self.rank_costs[0], self.devices / P  # a rank's share of the layers
-        scaled = StageCost(c.F * scale, c.B * scale, c.W * scale, c.activation * scale, c.residual * scale)
-        return [scaled] * P
+        return [c.scaled(scale)] * P
 
 
 def cost_model(profile: Profile | None, rank_costs: list[StageCost], devices: int, comm: float,
