@@ -1,8 +1,7 @@
 """Plan against run on this machine: a layer stack profiled with `zbsolve profile` (B and W
 split by hand, and `--backward torch`: torch's own split), plans solved from each (and
 1F1B), each executed by `zbsolve run` on P=2 CPU processes with one thread each; then each
-case calibrated from its own run of the torch-split plan (1F1B, whose backward is fused,
-from the single 1x run), solved again and run again. Writes
+case calibrated from its own run of the torch-split plan, solved again and run again. Writes
 benchmarks/plan_vs_run/results.{md,json} with the verdicts, the measured schedules, traces
 and plan-against-run plots.
 
@@ -39,7 +38,7 @@ def plan(out: Path, profile: Path, placement: str, memory: str, how: str, tag: s
     common = ["--profile", str(profile), "--stages", "2", "--microbatches", "8", "--placement", placement,
               "--memory", memory, "-o", str(path)]
     if how == "1f1b":
-        zbsolve("baseline", "1f1b", *common)
+        zbsolve("baseline", "1f1b", *common, "--no-split-backward")  # BW at the profile's fused time
     else:
         zbsolve("solve", *common, "--time-limit", "20", "--workers", "1", "-q")
     return path
@@ -86,12 +85,11 @@ def main() -> int:
     for tag, profile in (("products", stack), ("torch-split", split)):
         for placement, memory, how in CASES:
             result = case(tag, profile, placement, memory, how)
-            if tag == "torch-split" and how == "solve":
-                calibrated = out / f"calibrated-{placement}-{memory}.json"
+            if tag == "torch-split":
+                calibrated = out / f"calibrated-{placement}-{memory}-{how}.json"
                 zbsolve("profile", "--from-run", str(out / result["measured"]), "-o", str(calibrated))  # 1st run
     for placement, memory, how in CASES:
-        source = f"{placement}-{memory}" if how == "solve" else "single-1x"
-        case("calibrated", out / f"calibrated-{source}.json", placement, memory, how)
+        case("calibrated", out / f"calibrated-{placement}-{memory}-{how}.json", placement, memory, how)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     (out / "results.json").write_text(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d %H:%M"),
                                                   "hidden": args.hidden, "steps": args.steps, "repeats": args.repeats,
@@ -102,8 +100,9 @@ def main() -> int:
              f"4 heads, sequence 128, microbatch size 2; {args.steps} measured steps after 3 warm-ups; {machine}; "
              f"{time.strftime('%Y-%m-%d %H:%M')}. Profiles: `products` (`zbsolve profile`, W the weight products "
              "alone), `torch-split` (`zbsolve profile --backward torch`), `calibrated` (`zbsolve profile "
-             "--from-run` on the first run of the case's torch-split plan; 1F1B on the single 1x one), plans "
-             "solved from each; every plan run several times, the verdict of its first run below.", "",
+             "--from-run` on the first run of the case's torch-split plan), plans solved from each (1F1B with "
+             "its backward fused, BW at the profile's fused time where it gives one); every plan run several "
+             "times, the verdict of its first run below.", "",
              f"| profile | placement | memory | plan | planned (ms) | measured median, {args.repeats} runs (ms) | "
              "off by |",
              "|---|---|---|---|---|---|---|"]
