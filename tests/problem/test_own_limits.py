@@ -63,8 +63,16 @@ def test_a_bad_factor_is_refused(text):
         build_problem(2, 2, [StageCost(1, 1, 1, 1, 0.5), StageCost(1, 1, 1, 0, 0)], memory="1x-own")
 
 
-def test_the_header_lists_each_device_s_own_limit(capsys):
+def test_the_header_and_the_rows_show_each_device_s_own_limit(capsys):
     from zbsolve.cli import main
 
     assert main(["baseline", "1f1b", "--stages", "4", "--microbatches", "8", "--memory", "1x-own"]) == 0
-    assert "memory limits 4, 3, 2, 1 per device (the largest 1x U, U=4)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "memory limits 4, 3, 2, 1 per device (the largest 1x U, U=4)" in out
+    assert "1f1b: peak memory per device against its own limit: 4/4, 3/3, 2/2, 1/1" in out
+    assert main(["solve", "--stages", "4", "--microbatches", "8", "--memory", "1x-own", "--time-limit", "2",
+                 "--workers", "1", "-q"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("solved: peak memory per device"))
+    pairs = [pair.split("/") for pair in line.split(": ")[-1].split(", ")]
+    assert [float(limit) for _, limit in pairs] == [4, 3, 2, 1]
+    assert all(float(peak) <= float(limit) for peak, limit in pairs)

@@ -26,6 +26,7 @@ from .outputs import (
     check_outputs,
     describe_problem,
     given_rows,
+    per_device_memory,
     print_comparison,
     reference_of,
     requested_outputs,
@@ -82,6 +83,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     reference = reference_of(problem, [schedule])
     print(describe_problem(problem))
     print(comparison_table([schedule], reference))
+    print(per_device_memory(schedule) or "", end="")
     over = schedule.over_memory_limit()
     if over:  # the table flags it; its files would break their own problem's limit
         d = over[0]
