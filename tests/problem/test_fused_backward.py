@@ -65,3 +65,14 @@ def test_the_table_says_what_1f1b_takes_with_the_fused_backward(tmp_path, capsys
     assert "BW=1.5" in out and "takes 7.5 ms against 9 ms above" in out
     assert main(["compare", "--stages", "2", "--microbatches", "2", "--no-solve"]) == 0
     assert "fused backward" not in capsys.readouterr().out
+    # the split solve reaches 7 (F, B on device 1 while device 0 works, W's in the gaps): no hint
+    args = ["compare", "--profile", str(path), "--stages", "2", "--microbatches", "2", "--time-limit", "2",
+            "--workers", "1", "-q"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "optimal" in out and "takes 7.5 ms" in out and "faster than the solve" not in out
+    # with a fused backward of 1, 1F1B takes 6: faster than any split schedule, and said to be
+    path.write_text(json.dumps({"name": "f", "source": "test", "costs": {"F": 1, "B": 1, "W": 1, "BW": 1}}))
+    assert main(args) == 0
+    assert "takes 6 ms against 9 ms above, where BW is B + W; that is faster than the solve: solve with " \
+           "--no-split-backward" in capsys.readouterr().out

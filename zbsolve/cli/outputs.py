@@ -123,7 +123,7 @@ def print_comparison(command: str, problem: Problem, solved: list[Schedule],
     print(comparison_table(solved + rows, reference))
     for schedule in solved:
         print(per_device_memory(schedule) or "", end="")
-    fused = fused_one_f_one_b(reference)
+    fused = fused_one_f_one_b(reference, solved)
     if fused:
         print(fused)
     for name, reason in left_out(problem):
@@ -141,17 +141,21 @@ def per_device_memory(schedule: Schedule) -> str | None:
     return f"{schedule.name}: peak memory per device against its own limit{unit}: {pairs}\n"
 
 
-def fused_one_f_one_b(reference: Schedule) -> str | None:
+def fused_one_f_one_b(reference: Schedule, solved: list[Schedule]) -> str | None:
     """Where the costs give a fused backward its own time (BW) and the problem splits B and
     W, the table times every BW as B + W (so that its bounds hold for every schedule); say
-    what 1F1B takes with the fused backward, which a runtime that fuses it runs."""
+    what 1F1B takes with the fused backward, which a runtime that fuses it runs, and when
+    that beats the solve, how to solve with it."""
     problem = reference.problem
     if not problem.split_backward or all(c.fused is None for c in problem.stage_costs):
         return None
     fused = run_baseline("1f1b", replace(problem, split_backward=False)).metrics.makespan
     unit = problem.time_unit
-    return (f"1F1B with the costs' own fused backward (BW, as --no-split-backward times it) takes {fused:.6g} {unit} "
+    text = (f"1F1B with the costs' own fused backward (BW, as --no-split-backward times it) takes {fused:.6g} {unit} "
             f"against {reference.metrics.makespan:.6g} {unit} above, where BW is B + W")
+    if any(fused < s.metrics.makespan for s in solved) and problem.objective == "makespan":
+        text += "; that is faster than the solve: solve with --no-split-backward"
+    return text
 
 
 def given_rows(paths: list[str] | None, args: argparse.Namespace, problem: Problem, command: str) -> list[Schedule]:
