@@ -12,11 +12,21 @@ from __future__ import annotations
 
 import statistics
 
+from zbsolve.errors import UsageError
+
 
 def split_times(torch, stack, x, grad_out, timed, repeats: int, warmup: int) -> dict:
     """Median F, B, W and fused BW in ms of a stage whose input needs a gradient, and under
     "first" of the first stage, whose input does not."""
-    from torch.distributed.pipelining._backward import stage_backward, stage_backward_input, stage_backward_weight
+    try:
+        from torch.distributed.pipelining._backward import (
+            stage_backward,
+            stage_backward_input,
+            stage_backward_weight,
+        )
+    except ImportError:
+        raise UsageError(f"--backward torch needs torch.distributed.pipelining's split backward, which torch "
+                         f"{torch.__version__} does not have; torch 2.13.0 does") from None
 
     params = list(stack.parameters())
     for p in params:
