@@ -1,5 +1,8 @@
 """The grid: lists and ranges as typed, costs that follow the rank count, refusals up front."""
 
+import json
+import sqlite3
+
 import pytest
 from helpers import REPO_ROOT
 
@@ -43,6 +46,15 @@ def test_costs_follow_the_rank_count_by_layers_per_rank():
     assert costs.costs_for(8)[0] == eight
     assert costs.memory_unit == "GB"
     assert from_dict(to_dict(costs)) == costs
+
+
+def test_a_store_made_before_fused_backward_times_keeps_its_settings():
+    # the committed 1.5B store was written before cost records had BW: a rerun must match it
+    with sqlite3.connect(REPO_ROOT / "benchmarks" / "sweep" / "zb-1.5b.db") as db:
+        stored = json.loads(db.execute("SELECT settings FROM sweep").fetchone()[0])["costs"]
+    assert to_dict(model())["rank_costs"] == stored["rank_costs"]
+    fused = cost_model(None, [StageCost(1, 1, 1, fused=1.5)], 1, 0.0, True, None, "ms")
+    assert to_dict(fused)["rank_costs"][0]["fused"] == 1.5 and from_dict(to_dict(fused)) == fused
 
 
 def test_without_the_models_layers_other_rank_counts_are_refused():

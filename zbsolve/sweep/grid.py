@@ -132,7 +132,9 @@ def problem_of(point: Point, costs: CostModel) -> Problem:
 
 def to_dict(costs: CostModel) -> dict:
     data = asdict(costs)
-    data["rank_costs"] = [asdict(c) for c in costs.rank_costs]
+    # a fused time only where given, so that stores made before it existed keep their settings
+    data["rank_costs"] = [{k: v for k, v in asdict(c).items() if k != "fused" or v is not None}
+                          for c in costs.rank_costs]
     return data
 
 
