@@ -63,6 +63,9 @@ def test_the_table_says_what_1f1b_takes_with_the_fused_backward(tmp_path, capsys
     assert main(["compare", "--profile", str(path), "--stages", "2", "--microbatches", "2", "--no-solve"]) == 0
     out = capsys.readouterr().out
     assert "BW=1.5" in out and "takes 7.5 ms against 9 ms above" in out
+    assert main(["compare", "--profile", str(path), "--stages", "2", "--microbatches", "2", "--no-solve",
+                 "--B", "2"]) == 0
+    assert "BW=" not in capsys.readouterr().out  # measured with the profile's B, it no longer holds
     assert main(["compare", "--stages", "2", "--microbatches", "2", "--no-solve"]) == 0
     assert "fused backward" not in capsys.readouterr().out
     # the split solve reaches 7 (F, B on device 1 while device 0 works, W's in the gaps): no hint

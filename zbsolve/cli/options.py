@@ -110,6 +110,8 @@ def rank_costs_from_args(args: argparse.Namespace, profile: Profile | None,
     flags = {k: getattr(args, k) for k in ("F", "B", "W", "activation", "residual") if getattr(args, k) is not None}
     if "activation" in flags and "residual" not in flags:
         flags["residual"] = 0.5 * flags["activation"]
+    if "B" in flags or "W" in flags:
+        flags["fused"] = None  # a profile's fused time was measured with its own B and W
     return [replace(c, **flags) for c in base]
 
 
