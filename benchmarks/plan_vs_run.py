@@ -1,7 +1,8 @@
 """Plan against run on this machine: a layer stack profiled with `zbsolve profile` (B and W
 split by hand, and `--backward torch`: torch's own split), plans solved from each (and
 1F1B), each executed by `zbsolve run` on P=2 CPU processes with one thread each; then each
-case calibrated from its own run of the torch-split plan, solved again and run again. Writes
+plan solved again from a profile calibrated from one run of the torch-split 1F1B plan and run
+again. Writes
 benchmarks/plan_vs_run/results.{md,json} with the verdicts, the measured schedules, traces
 and plan-against-run plots.
 
@@ -82,14 +83,14 @@ def main() -> int:
               f"{result['measured_ms']} ms", flush=True)
         return result
 
+    calibrated = out / "calibrated.json"
     for tag, profile in (("products", stack), ("torch-split", split)):
         for placement, memory, how in CASES:
             result = case(tag, profile, placement, memory, how)
-            if tag == "torch-split":
-                calibrated = out / f"calibrated-{placement}-{memory}-{how}.json"
-                zbsolve("profile", "--from-run", str(out / result["measured"]), "-o", str(calibrated))  # 1st run
+            if tag == "torch-split" and how == "1f1b":  # one run of 1F1B calibrates every plan
+                zbsolve("profile", "--from-run", str(out / result["measured"]), "-o", str(calibrated))
     for placement, memory, how in CASES:
-        case("calibrated", out / f"calibrated-{placement}-{memory}-{how}.json", placement, memory, how)
+        case("calibrated", calibrated, placement, memory, how)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     (out / "results.json").write_text(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d %H:%M"),
                                                   "hidden": args.hidden, "steps": args.steps, "repeats": args.repeats,
@@ -100,7 +101,7 @@ def main() -> int:
              f"4 heads, sequence 128, microbatch size 2; {args.steps} measured steps after 3 warm-ups; {machine}; "
              f"{time.strftime('%Y-%m-%d %H:%M')}. Profiles: `products` (`zbsolve profile`, W the weight products "
              "alone), `torch-split` (`zbsolve profile --backward torch`), `calibrated` (`zbsolve profile "
-             "--from-run` on the first run of the case's torch-split plan), plans solved from each (1F1B with "
+             "--from-run` on the first run of the torch-split 1F1B plan), plans solved from each (1F1B with "
              "its backward fused, BW at the profile's fused time where it gives one); every plan run several "
              "times, the verdict of its first run below.", "",
              f"| profile | placement | memory | plan | planned (ms) | measured median, {args.repeats} runs (ms) | "

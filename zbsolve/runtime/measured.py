@@ -178,8 +178,9 @@ def verdict(run: Run) -> list[str]:
 def calibrated_profile(measured: Schedule, name: str) -> dict:
     """A profile (models/ format) from a measured schedule: per rank-stage and kind the
     median op time (chunks summed) plus the median runtime overhead per op; a kind the run
-    did not time apart (B and W of a fused run, BW of a split one) as the plan had it; comm
-    the median wait for a cross-rank input less that overhead; memory as the plan's."""
+    did not time apart (B and W of a fused run, BW of a split one) as the plan had it, plus
+    that overhead; comm the median wait for a cross-rank input less that overhead; memory
+    as the plan's."""
     if measured.solver.status != "measured":
         raise UsageError(f"--from-run needs a measured schedule (zbsolve run -o), this one is "
                          f"{measured.solver.status}")
@@ -202,7 +203,7 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
             if all((rank, kind, k) in times for k in mine):
                 record[kind] = sum(statistics.median(times[(rank, kind, k)]) + overhead for k in mine)
             elif all(plan_value(problem.stage_costs[pipe.stages[k].cost]) is not None for k in mine):
-                record[kind] = sum(plan_value(problem.stage_costs[pipe.stages[k].cost]) for k in mine)
+                record[kind] = sum(plan_value(problem.stage_costs[pipe.stages[k].cost]) + overhead for k in mine)
         cost = problem.stage_costs[pipe.stages[mine[0]].cost]
         stage_costs.append({kind: float(f"{value:.6g}") for kind, value in record.items()}
                            | {"activation": cost.activation * chunks, "residual": cost.residual * chunks})
@@ -212,7 +213,8 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
                 "time_unit": problem.time_unit, "devices": problem.devices, "microbatches": problem.microbatches,
                 "comm": float(f"{comm:.6g}"), "stage_costs": stage_costs,
                 "notes": f"{', '.join(measured_kinds)} from the run, each with the runtime's median overhead of "
-                         f"{overhead:.4g} {problem.time_unit} per op; the rest as the plan had them"}
+                         f"{overhead:.4g} {problem.time_unit} per op; the rest as the plan had them, with that "
+                         "overhead"}
     if problem.memory_unit_name:
         document["memory_unit"] = problem.memory_unit_name
     return document
