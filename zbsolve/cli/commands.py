@@ -83,7 +83,9 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     reference = reference_of(problem, [schedule])
     print(describe_problem(problem))
     print(comparison_table([schedule], reference))
-    print(per_device_memory(schedule) or "", end="")
+    per_device = per_device_memory(schedule)
+    if per_device:
+        print(per_device)
     over = schedule.over_memory_limit()
     if over:  # the table flags it; its files would break their own problem's limit
         d = over[0]

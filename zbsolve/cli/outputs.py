@@ -121,11 +121,9 @@ def print_comparison(command: str, problem: Problem, solved: list[Schedule],
         rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
     print(describe_problem(problem))
     print(comparison_table(solved + rows, reference))
-    for schedule in solved:
-        print(per_device_memory(schedule) or "", end="")
-    fused = fused_one_f_one_b(reference, solved)
-    if fused:
-        print(fused)
+    for line in [per_device_memory(s) for s in solved] + [fused_one_f_one_b(reference, solved)]:
+        if line:
+            print(line)
     for name, reason in left_out(problem):
         print(f"zbsolve {command}: note: {name} is not in the table: it {reason}", file=sys.stderr)
     return solved + rows, reference
@@ -138,7 +136,7 @@ def per_device_memory(schedule: Schedule) -> str | None:
         return None
     unit = f" ({schedule.problem.memory_unit_name})" if schedule.problem.memory_unit_name else ""
     pairs = ", ".join(f"{p:.4g}/{limit:.4g}" for p, limit in zip(schedule.metrics.peak_memory, limits))
-    return f"{schedule.name}: peak memory per device against its own limit{unit}: {pairs}\n"
+    return f"{schedule.name}: peak memory per device against its own limit{unit}: {pairs}"
 
 
 def fused_one_f_one_b(reference: Schedule, solved: list[Schedule]) -> str | None:

@@ -82,6 +82,10 @@ class StageCost:
         problem that splits them times BW as B + W, so its bounds hold for every schedule."""
         return self.fused if self.fused is not None and not split_backward else self.B + self.W
 
+    def time(self, kind: str, split_backward: bool) -> float:
+        """An op's time by kind (F, B, W or BW) in a problem that does or does not split B and W."""
+        return self.backward_time(split_backward) if kind == "BW" else getattr(self, kind)
+
     def scaled(self, factor: float) -> StageCost:
         return StageCost(
             self.F * factor, self.B * factor, self.W * factor,

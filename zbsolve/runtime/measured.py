@@ -91,7 +91,7 @@ def measured_run(plan: Schedule, ranks: list[dict]) -> Run:
                 totals = kinds.setdefault(kind, [0, 0.0, 0.0])
                 totals[0] += 1
                 totals[1] += 1e3 * (end - start)
-                totals[2] += {"F": c.F, "B": c.B, "W": c.W, "BW": c.backward_time(problem.split_backward)}[kind]
+                totals[2] += c.time(kind, problem.split_backward)
         waited, idle = gaps(problem, [[(k, st, mb, start, end) for k, st, mb, start, end, _ in ops]
                                       for ops in step["ranks"]])
         waits += [1e3 * w for w in waited]

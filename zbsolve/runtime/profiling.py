@@ -207,10 +207,12 @@ def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype,
         p.requires_grad_(False)  # B is the input gradient only; W is measured on its own
     F, B, W = [], [], []
     residual = 0
-    for round_ in range(warmup + repeats):
+    # torch's split is timed below instead; one round still gives the residual W keeps
+    first_kept = 0 if backward == "torch" else warmup
+    for round_ in range(first_kept + (1 if backward == "torch" else repeats)):
         f_ms, b_ms, w_ms, kept = _one_step(torch, stack, linears, x, grad_out, timed)
         residual = kept
-        if round_ >= warmup:
+        if round_ >= first_kept:
             F.append(f_ms)
             B.append(b_ms)
             W.append(w_ms)

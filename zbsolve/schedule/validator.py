@@ -102,8 +102,7 @@ class _Checker:
                     pairs[(d, t.overlap)].append(t)
                     continue
                 c = self.cost(t)
-                fused = c.fused if c.fused is not None and not problem.split_backward else c.B + c.W
-                expected = {"F": c.F, "B": c.B, "W": c.W, "BW": fused}[t.op.kind]
+                expected = c.time(t.op.kind, problem.split_backward)
                 rounded = 2 if t.op.kind == "BW" else 1  # a fused backward may be B + W, each rounded
                 if abs((t.end - t.start) - expected) > self.tol + rounded * ROUNDING:
                     self.fail(t, d, f"lasts {t.end - t.start:g}, its cost is {expected:g}")
