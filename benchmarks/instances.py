@@ -28,7 +28,8 @@ def from_profile(model: str, devices: int | None = None, microbatches: int | Non
     M = microbatches or profile.microbatches
     memory = options.pop("memory", profile.memory)
     return build_problem(P, M, profile.rank_costs(P), comm=profile.comm or 0.0, memory=memory,
-                         time_unit=profile.time_unit, **options)
+                         time_unit=profile.time_unit, first_stage=profile.first_stage,
+                         op_overhead=profile.op_overhead, **options)
 
 
 def uniform(P: int, M: int, **options) -> Problem:

@@ -1,8 +1,8 @@
 """Plan against run on this machine: a layer stack profiled with `zbsolve profile` (B and W
-split by hand, and `--backward torch`: torch's own split), plans solved from each (and
-1F1B), each executed by `zbsolve run` on P=2 CPU processes with one thread each; then each
-plan solved again from a profile calibrated from one run of the torch-split 1F1B plan and run
-again. Writes
+split by hand; `--backward torch`, torch's own split; and that with `--probe-runtime`, the
+runtime's time between ops and its waits), plans solved from each (and 1F1B), each executed
+by `zbsolve run` on P=2 CPU processes with one thread each; then each plan solved again from
+a profile calibrated from one run of the probed 1F1B plan and run again. Writes
 benchmarks/plan_vs_run/results.{md,json} with the verdicts, the measured schedules, traces
 and plan-against-run plots.
 
@@ -70,9 +70,10 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shape = ["--layers", "2", "--hidden", str(args.hidden), "--heads", "4", "--seq", "128", "--microbatch-size", "2"]
-    stack, split = out / "stack.json", out / "stack-torch.json"
+    stack, split, probed = out / "stack.json", out / "stack-torch.json", out / "stack-probed.json"
     zbsolve("profile", "--device", "cpu", *shape, "-o", str(stack))
     zbsolve("profile", "--device", "cpu", *shape, "--backward", "torch", "-o", str(split))
+    zbsolve("profile", "--device", "cpu", *shape, "--backward", "torch", "--probe-runtime", "-o", str(probed))
     rows = []
 
     def case(tag: str, profile: Path, placement: str, memory: str, how: str) -> dict:
@@ -84,10 +85,10 @@ def main() -> int:
         return result
 
     calibrated = out / "calibrated.json"
-    for tag, profile in (("products", stack), ("torch-split", split)):
+    for tag, profile in (("products", stack), ("torch-split", split), ("probed", probed)):
         for placement, memory, how in CASES:
             result = case(tag, profile, placement, memory, how)
-            if tag == "torch-split" and how == "1f1b":  # one run of 1F1B calibrates every plan
+            if tag == "probed" and how == "1f1b":  # one run of 1F1B calibrates every plan
                 zbsolve("profile", "--from-run", str(out / result["measured"]), "-o", str(calibrated))
     for placement, memory, how in CASES:
         case("calibrated", calibrated, placement, memory, how)
@@ -100,8 +101,9 @@ def main() -> int:
              f"P=2 ranks on the CPU, one thread each (gloo), M=8; a stack of 2 GPT layers, hidden {args.hidden}, "
              f"4 heads, sequence 128, microbatch size 2; {args.steps} measured steps after 3 warm-ups; {machine}; "
              f"{time.strftime('%Y-%m-%d %H:%M')}. Profiles: `products` (`zbsolve profile`, W the weight products "
-             "alone), `torch-split` (`zbsolve profile --backward torch`), `calibrated` (`zbsolve profile "
-             "--from-run` on the first run of the torch-split 1F1B plan), plans solved from each (1F1B with "
+             "alone), `torch-split` (`zbsolve profile --backward torch`), `probed` (that with `--probe-runtime`: "
+             "op_overhead and comm from a ZB-H1 run of the stack), `calibrated` (`zbsolve profile "
+             "--from-run` on the first run of the probed 1F1B plan), plans solved from each (1F1B with "
              "its backward fused, BW at the profile's fused time where it gives one); every plan run several "
              "times, the verdict of its first run below.", "",
              f"| profile | placement | memory | plan | planned (ms) | measured median, {args.repeats} runs (ms) | "

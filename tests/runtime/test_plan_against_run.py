@@ -75,37 +75,64 @@ def test_a_profile_calibrated_from_a_run_holds_its_medians(tmp_path, capsys, sin
     assert main(["profile", "--from-run", str(folder / "measured.json"), "-o", str(tmp_path / "cal.json")]) == 0
     measured = read_schedule(folder / "measured.json")
     profile = load_profile(tmp_path / "cal.json")
-    # each rank-stage's median op time per kind, plus one runtime overhead per op, the same
-    # for every kind and rank and no more than the largest gap between two ops of a rank
-    overheads = []
-    for rank, ops in enumerate(measured.devices):
-        cost = profile.rank_costs(2)[rank]
-        for kind in "FBW":
-            took = statistics.median(t.end - t.start for t in ops if t.op.kind == kind)
-            overheads.append(getattr(cost, kind) - took)
+
+    def took(rank, kind):
+        return statistics.median(t.end - t.start for t in measured.devices[rank] if t.op.kind == kind)
+
+    first, second = profile.rank_costs(2)
+    for kind in "FBW":  # the second rank-stage as it ran; the first stage on its own
+        assert getattr(second, kind) == pytest.approx(took(1, kind), rel=1e-5)
+        assert profile.first_stage[kind] == pytest.approx(took(0, kind), rel=1e-5)
+    speed = took(0, "F") / took(1, "F")  # the first rank-stage's ops beyond the first stage: the run's
+    assert (first.F, first.B, first.W) == pytest.approx((took(0, "F"), second.B * speed, second.W * speed),
+                                                        rel=1e-5)
     gaps = [b.start - a.end for ops in measured.devices for a, b in zip(ops, ops[1:])]
-    assert max(overheads) - min(overheads) < 1e-4  # the profile keeps six digits
-    assert -1e-4 <= overheads[0] <= max(gaps) + 1e-4
+    assert 0 <= profile.op_overhead <= max(gaps) + 1e-4
     assert (profile.devices, profile.microbatches, profile.extra["memory_unit"]) == (2, 4, "MB")
-    assert profile.rank_costs(2)[0].activation == 0.1 and profile.comm >= 0
-    assert "overhead" in profile.extra["notes"]
+    assert first.activation == 0.1 and profile.comm >= 0
+    assert "op_overhead" in profile.extra["notes"]
     capsys.readouterr()
     assert main(["solve", "--profile", str(tmp_path / "cal.json"), "--time-limit", "2", "--workers", "1", "-q"]) == 0
 
 
-def test_a_fused_run_calibrates_f_and_bw_and_keeps_the_plan_s_b_and_w(tmp_path):
+def _as_run(plan, overhead: float):
+    """The plan's ops as a run would record them: each op's first `overhead` a gap before it."""
     from dataclasses import replace
 
-    from zbsolve.runtime.measured import calibrated_profile
     from zbsolve.schedule.schedule import SolverInfo
 
-    # 1F1B's ops as if they ran on the plan's times: every gap between ops is 0 (no overhead)
-    problem = build_problem(2, 4, StageCost(1.0, 1.0, 0.5, 0.1, 0.05, fused=1.25), split_backward=False)
-    ran = replace(run_baseline("1f1b", problem), solver=SolverInfo("run", status="measured", message="test"))
-    document = calibrated_profile(ran, "cal")
+    devices = tuple(tuple(replace(t, start=t.start + overhead) for t in ops) for ops in plan.devices)
+    return replace(plan, devices=devices, solver=SolverInfo("run", status="measured", message="test"))
+
+
+@pytest.mark.parametrize("placement", ["single", "vshape"])
+def test_calibration_round_trips_a_profile_through_a_run_of_its_own_plan(placement):
+    from zbsolve.problem.profiles import profile_from_dict
+    from zbsolve.runtime.measured import calibrated_profile
+
+    source = {"name": "p", "source": "test", "time_unit": "ms", "costs": {"F": 2, "B": 2, "W": 1, "BW": 2.5,
+              "activation": 0.1, "residual": 0.05}, "first_stage": {"F": 2, "B": 0, "W": 2.5, "BW": 2.5},
+              "op_overhead": 0.25}
+    profile = profile_from_dict(source)
+
+    def problem_of(p, placement, split=True):
+        return build_problem(2, 4, p.rank_costs(2), placement=placement, first_stage=p.first_stage,
+                             op_overhead=p.op_overhead, split_backward=split, memory_unit_name="MB")
+
+    plan = run_baseline("zb-h1" if placement == "single" else "zb-v", problem_of(profile, placement))
+    document = calibrated_profile(_as_run(plan, 0.25), "cal")
+    assert document["op_overhead"] == 0.25 and document["comm"] == 0
+    assert document["first_stage"] == source["first_stage"]
     for record in document["stage_costs"]:
-        assert (record["F"], record["BW"], record["B"], record["W"]) == (1.0, 1.25, 1.0, 0.5)
-    assert "F, BW from the run" in document["notes"]
+        assert record == source["costs"]  # BW, which a split run does not time, from the plan
+    calibrated = profile_from_dict(document)
+    for where in ("single", "vshape"):
+        assert problem_of(calibrated, where).stage_costs == problem_of(profile, where).stage_costs
+    # a run of fused 1F1B times F and BW; B and W come from the plan at the speed it ran
+    fused = run_baseline("1f1b", problem_of(profile, "single", split=False))
+    document = calibrated_profile(_as_run(fused, 0.25), "cal")
+    assert document["first_stage"] == source["first_stage"] and document["stage_costs"][1] == source["costs"]
+    assert "rank-stage 1's B: the plan's" in document["notes"]
 
 
 def test_a_plan_that_is_not_measured_is_refused_for_calibration(tmp_path, capsys):

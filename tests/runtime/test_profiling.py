@@ -7,6 +7,8 @@ import pytest
 pytest.importorskip("torch")
 
 from zbsolve.cli import main  # noqa: E402
+from zbsolve.formats.schedule_json import read_schedule  # noqa: E402
+from zbsolve.problem.placements import build_problem  # noqa: E402
 from zbsolve.problem.profiles import load_profile  # noqa: E402
 from zbsolve.runtime.profiling import LayerShape, measure, saved_storages  # noqa: E402
 
@@ -53,17 +55,34 @@ def test_profile_writes_a_file_that_solve_uses(capsys, tmp_path):
 def test_a_torch_split_profile_times_torch_s_b_and_w_and_its_first_stage_apart(capsys, tmp_path):
     target = tmp_path / "split.json"
     assert main(["profile", "--layers", "1", "--hidden", "32", "--heads", "2", "--seq", "8",
-                 "--microbatch-size", "1", "--repeats", "1", "--backward", "torch", "-o", str(target)]) == 0
-    assert "first rank-stage (its input needs no gradient)" in capsys.readouterr().out
+                 "--microbatch-size", "1", "--repeats", "1", "--backward", "torch", "--probe-runtime",
+                 "-o", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "the pipe's first stage (its input needs no gradient)" in out
     profile = load_profile(target)
+    # the runtime probe ran a 2-rank ZB-H1 of the stack: 8 microbatches, 3 ops each, per rank
+    probe = profile.extra["measured"]["runtime_probe"]
+    assert (probe["ranks"], probe["microbatches"]) == (2, 8) and probe["gaps"] + probe["waits"] > 0
+    assert profile.op_overhead > 0 and profile.comm >= 0 and "between ops (op_overhead)" in out
     assert profile.extra["measured"]["backward"] == "torch" and "split backward" in profile.source
-    first, middle, last = profile.rank_costs(3)
+    rank = profile.rank_costs(2)[0]
+    single = build_problem(2, 2, profile.rank_costs(2), first_stage=profile.first_stage).stage_costs
+    first, other = single
     # torch skips B on the first stage (its input needs no gradient) and runs it all in W
-    assert first.B == 0 and first.W > 0 and first.activation == middle.activation == last.activation
-    assert first.fused == first.W and middle.fused > 0  # the first stage's W is its full backward
-    assert middle == last and min(middle.F, middle.B, middle.W) > 0
-    assert main(["solve", "--profile", str(target), "--stages", "2", "--microbatches", "4", "-q"]) == 0
+    assert first.B == 0 and first.W > 0 and first.activation == other.activation
+    assert first.fused == first.W and other.fused > 0  # the first stage's W is its full backward
+    assert other == rank and min(other.F, other.B, other.W) > 0
+    # on a V, rank 0 holds the first stage and the last: only the first skips B
+    vshape = build_problem(2, 2, profile.rank_costs(2), placement="vshape", first_stage=profile.first_stage)
+    assert vshape.stage_costs[0] == first.scaled(0.5) and vshape.stage_costs[3] == rank.scaled(0.5)
+    assert main(["solve", "--profile", str(target), "--stages", "2", "--microbatches", "4", "-q",
+                 "-o", str(tmp_path / "plan.json")]) == 0
     assert "2 per-stage cost records" in capsys.readouterr().out
+    assert read_schedule(tmp_path / "plan.json").problem.op_overhead == profile.op_overhead
+    stack = ["--layers", "1", "--hidden", "32", "--heads", "2", "--seq", "8", "--microbatch-size", "1"]
+    for extra in (["--dtype", "bfloat16"], ["--from-run", str(tmp_path / "plan.json")]):
+        assert main(["profile", *stack, "--probe-runtime", *extra, "-o", str(tmp_path / "x.json")]) == 2
+        assert "--probe-runtime" in capsys.readouterr().err
 
 
 def test_a_saved_view_counts_the_bytes_it_reaches_not_its_whole_storage():

@@ -57,6 +57,21 @@ def test_a_store_made_before_fused_backward_times_keeps_its_settings():
     assert to_dict(fused)["rank_costs"][0]["fused"] == 1.5 and from_dict(to_dict(fused)) == fused
 
 
+def test_the_first_stage_and_the_per_op_overhead_follow_every_point():
+    from dataclasses import replace
+
+    from zbsolve.sweep.grid import Point
+
+    costs = replace(model(), first_stage=(("B", 0.0), ("W", 20.0)), op_overhead=0.5)
+    four = problem_of(Point(4, "vshape", 8, "none", "makespan"), costs)
+    rank = costs.costs_for(4)[0]  # a rank-stage at P=4: twice P=8's layers, and so the first stage's
+    assert costs.first_stage_for(4) == {"B": 0.0, "W": 40.0} and costs.first_stage_for(8) == {"B": 0.0, "W": 20.0}
+    assert four.stage_costs[0].B == 0.5 and four.stage_costs[0].W == pytest.approx(40.0 / 2 + 0.5)  # a V's chunk
+    assert four.stage_costs[7].B == pytest.approx(rank.B / 2 + 0.5) and four.op_overhead == 0.5
+    assert from_dict(json.loads(json.dumps(to_dict(costs)))) == costs
+    assert "first_stage" not in to_dict(model()) and "op_overhead" not in to_dict(model())
+
+
 def test_without_the_models_layers_other_rank_counts_are_refused():
     bare = cost_model(PROFILE, PROFILE.rank_costs(8), 8, 0.0, True, None, "ms")
     bare = type(bare)(**{**bare.__dict__, "layers": None})

@@ -15,16 +15,19 @@ def single_chain_costs(problem: Problem) -> list[StageCost]:
     """Rank-stage costs of the single placement holding the same layers.
 
     A one-pipe model of V*P stages puts stages kV..kV+V-1 on rank-stage k; a two-pipe
-    (bidirectional) model is two copies of one chain, so pipe 0 is that chain.
+    (bidirectional) model is two copies of one chain, so pipe 0 is that chain. Each chunk's
+    op holds the runtime's per-op overhead; the rank-stage's one op holds it once.
     """
     stages = problem.pipes[0].stages
     per_rank = len(stages) // problem.devices
+    extra = (per_rank - 1) * problem.op_overhead
     records = []
     for k in range(problem.devices):
         parts = [problem.stage_costs[s.cost] for s in stages[k * per_rank:(k + 1) * per_rank]]
-        fused = None if all(c.fused is None for c in parts) else sum(c.backward_time(False) for c in parts)
-        records.append(StageCost(*(sum(getattr(c, f) for c in parts)
-                                   for f in ("F", "B", "W", "activation", "residual")), fused=fused))
+        fused = None if all(c.fused is None for c in parts) else sum(c.backward_time(False) for c in parts) - extra
+        times = (max(0.0, sum(getattr(c, f) for c in parts) - extra) for f in ("F", "B", "W"))
+        records.append(StageCost(*times, *(sum(getattr(c, f) for c in parts) for f in ("activation", "residual")),
+                                 fused=fused))
     return records
 
 
@@ -53,7 +56,7 @@ def reference_problem(problem: Problem) -> Problem | None:
         comm=problem.comm, split_backward=problem.split_backward,
         objective=problem.objective, time_unit=problem.time_unit, memory_unit_name=problem.memory_unit_name,
     )
-    return replace(chain, memory_limit=problem.memory_limit)
+    return replace(chain, memory_limit=problem.memory_limit, op_overhead=problem.op_overhead)
 
 
 def one_f_one_b_reference(problem: Problem) -> Schedule | None:

@@ -162,16 +162,28 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     shape = shape_from(args)
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
-    document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward)
+    runtime = None
+    if args.probe_runtime:
+        from zbsolve.runtime.runtime_probe import probe_runtime
+
+        if args.device != "cpu" or args.dtype != "float32":
+            raise UsageError("--probe-runtime runs torch's pipeline runtime on CPU ranks in float32; "
+                             f"this profile is for {args.device}, {args.dtype}")
+        runtime = probe_runtime(shape)
+    document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward, runtime)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
     c, unit = document["costs"], document["memory_unit"]
     fused = f", fused BW {c['BW']:.4g} ms" if "BW" in c else ""
     print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms{fused}, activation {c['activation']:.4g} "
           f"{unit}, residual {c['residual']:.4g} {unit} per rank-stage of {args.layers} layers")
-    for o in document.get("overrides", ()):
-        print(f"first rank-stage (its input needs no gradient): F {o['F']:.4g} ms, B {o['B']:.4g} ms, "
+    if "first_stage" in document:
+        o = document["first_stage"]
+        print(f"the pipe's first stage (its input needs no gradient): F {o['F']:.4g} ms, B {o['B']:.4g} ms, "
               f"W {o['W']:.4g} ms, fused BW {o['BW']:.4g} ms")
+    if runtime is not None:
+        print(f"torch's pipeline runtime on {runtime['ranks']} CPU ranks: {document['op_overhead']:.4g} ms between "
+              f"ops (op_overhead), {document['comm']:.4g} ms more waiting for a neighbour (comm)")
     print(f"wrote {args.output}")
     return 0
 
@@ -233,6 +245,10 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
                         "as a hand-written split runs them; torch times torch.distributed.pipelining's split "
                         "(its W runs autograd again; its first rank-stage does all of the backward in W), "
                         "for plans that torch's runtime will run")
+    p.add_argument("--probe-runtime", action="store_true",
+                   help="also run a ZB-H1 plan of the stack with torch.distributed.pipelining on 2 CPU ranks "
+                        "(gloo, one thread each) and write the time it spends between ops (op_overhead) and "
+                        "waiting for a neighbour beyond that (comm), which a plan then carries; a few seconds")
     add_shape_options(p, " (required unless --from-run)")
     p.add_argument("--from-run", metavar="MEASURED", help="write the profile from a run's measured schedule "
                                                          "(zbsolve run -o) instead of measuring a stack")

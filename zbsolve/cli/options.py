@@ -115,6 +115,14 @@ def rank_costs_from_args(args: argparse.Namespace, profile: Profile | None,
     return [replace(c, **flags) for c in base]
 
 
+def first_stage_from_args(args: argparse.Namespace, profile: Profile | None) -> dict | None:
+    """The profile's first-stage record, unless F, B or W are given by flag: it was measured
+    with the profile's own."""
+    if profile is None or any(getattr(args, k) is not None for k in ("F", "B", "W")):
+        return None
+    return profile.first_stage
+
+
 def memory_unit_from_args(args: argparse.Namespace, profile: Profile | None) -> str | None:
     if args.memory_unit is not None:
         return args.memory_unit
@@ -156,6 +164,8 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
             objective=args.objective,
             time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
             memory_unit_name=memory_unit_from_args(args, profile),
+            first_stage=first_stage_from_args(args, profile),
+            op_overhead=profile.op_overhead if profile else 0.0,
         )
     warning = problem.overlap_warning("--fb-overlap")
     if warning:

@@ -90,6 +90,8 @@ def run_calibration(args: argparse.Namespace) -> int:
     """`zbsolve profile --from-run MEASURED -o NAME.json`."""
     from zbsolve.runtime.measured import calibrated_profile
 
+    if args.probe_runtime:
+        raise UsageError("--probe-runtime measures a stack's runtime; --from-run takes it from the run")
     check_separate({"the measured schedule": args.from_run}, {"-o": args.output})
     check_writable(args.output)
     measured = read_schedule(args.from_run)
@@ -101,6 +103,9 @@ def run_calibration(args: argparse.Namespace) -> int:
     for rank, c in enumerate(document["stage_costs"]):
         fused = f", fused BW {c['BW']:.4g} ms" if "BW" in c else ""
         print(f"rank-stage {rank}: F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms{fused}")
-    print(f"comm {document['comm']:.4g} ms; {document['notes']}; from {args.from_run}")
+    c = document["first_stage"]
+    print(f"the pipe's first stage: F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms, fused BW {c['BW']:.4g} ms")
+    print(f"op_overhead {document['op_overhead']:.4g} ms, comm {document['comm']:.4g} ms; {document['notes']}; "
+          f"from {args.from_run}")
     print(f"wrote {args.output}")
     return 0

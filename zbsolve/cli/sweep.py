@@ -23,6 +23,7 @@ from .options import (
     add_cost_options,
     check_cost_flags,
     comm_from_args,
+    first_stage_from_args,
     memory_unit_from_args,
     parse_fb_overlap,
     rank_costs_from_args,
@@ -145,7 +146,10 @@ def run_sweep_command(args: argparse.Namespace) -> int:
                        overlap[1] if overlap and overlap[0] == "time" else None,
                        args.time_unit or (profile.time_unit if profile else "ms"),
                        overlap[1] if overlap and overlap[0] == "fraction" else None)
-    costs = replace(costs, memory_unit=memory_unit_from_args(args, profile))
+    first = first_stage_from_args(args, profile)
+    costs = replace(costs, memory_unit=memory_unit_from_args(args, profile),
+                    first_stage=None if first is None else tuple(sorted(first.items())),
+                    op_overhead=profile.op_overhead if profile else 0.0)
     grid = points(stages, parse_list(args.placements, "--placements"), microbatches,
                   parse_memory_grid(args.memory), parse_list(args.objective, "--objective"), costs)
     _check_frontier_outputs(args, args.store)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from zbsolve.errors import ProblemError
 from zbsolve.problem.problem import Pipe, Problem, Stage, StageCost, check_count, finite
@@ -74,10 +74,19 @@ def build_pipes(placement: Placement, devices: int, microbatches: int) -> tuple[
     return (down, up), P
 
 
-def costs_for(placement: Placement, rank_costs: Sequence[StageCost]) -> list[StageCost]:
-    if placement.kind in ("interleaved", "vshape"):
-        return _chunked_costs(rank_costs, placement.chunks)
-    return list(rank_costs)
+def costs_for(placement: Placement, rank_costs: Sequence[StageCost], first_stage: Mapping[str, float] | None = None,
+              op_overhead: float = 0.0) -> list[StageCost]:
+    """One record per stage, as the pipes index them. `first_stage` replaces fields of the
+    record of a pipe's first stage (whose input needs no gradient) at the rank-stage's scale,
+    before a chunk takes its share; `op_overhead` is added to every op's time after it, since
+    a runtime spends it per op whatever the op holds (docs/design.md, "Runtime costs")."""
+    chunked = placement.kind in ("interleaved", "vshape")
+    records = _chunked_costs(rank_costs, placement.chunks) if chunked else list(rank_costs)
+    if first_stage:
+        records[0] = replace(rank_costs[0], **first_stage).scaled(1.0 / placement.chunks if chunked else 1.0)
+    if op_overhead:
+        records = [c.with_overhead(op_overhead) for c in records]
+    return records
 
 
 MEMORY_HELP = (
@@ -160,11 +169,14 @@ def build_problem(
     objective: str = "makespan",
     time_unit: str = "ms",
     memory_unit_name: str | None = None,
+    first_stage: Mapping[str, float] | None = None,
+    op_overhead: float = 0.0,
 ) -> Problem:
     """Build a Problem from a named placement and one cost record per rank-stage.
 
     `rank_costs` is either one record used for every rank-stage or a list of P records.
-    With V chunks per rank each chunk gets 1/V of its rank-stage's costs and memory.
+    With V chunks per rank each chunk gets 1/V of its rank-stage's costs and memory;
+    `first_stage` and `op_overhead` as `costs_for` reads them.
     """
     check_count("devices", devices)
     check_count("microbatches", microbatches)
@@ -177,11 +189,17 @@ def build_problem(
             f"stage costs give {len(rank_costs)} rank-stages for {devices} devices"
         )
     checked = [c.checked(f"stage {i}") for i, c in enumerate(rank_costs)]
+    if first_stage:
+        replace(checked[0], **first_stage).checked("the first stage")
+    overhead = finite(op_overhead)
+    if overhead is None or overhead < 0:
+        raise ProblemError(f"the per-op overhead must be a finite time >= 0, got {op_overhead!r}")
     pipes, _ = build_pipes(where, devices, microbatches)
     common = dict(
-        devices=devices, microbatches=microbatches, stage_costs=tuple(costs_for(where, checked)),
+        devices=devices, microbatches=microbatches, stage_costs=tuple(costs_for(where, checked, first_stage, overhead)),
         pipes=pipes, comm=comm, split_backward=split_backward, fb_overlap=fb_overlap,
         objective=objective, time_unit=time_unit, placement=where.name, memory_unit_name=memory_unit_name,
+        op_overhead=overhead,
     )
     if memory is None:
         return Problem(**common)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from zbsolve.errors import ProblemError, ProblemWarning
@@ -86,6 +86,12 @@ class StageCost:
         """An op's time by kind (F, B, W or BW) in a problem that does or does not split B and W."""
         return self.backward_time(split_backward) if kind == "BW" else getattr(self, kind)
 
+    def with_overhead(self, overhead: float) -> StageCost:
+        """Each op's time plus a runtime's per-op overhead; a fused backward is one op, so it
+        gets one overhead where B and W get one each."""
+        fused = self.fused if self.fused is not None else self.B + self.W
+        return replace(self, F=self.F + overhead, B=self.B + overhead, W=self.W + overhead, fused=fused + overhead)
+
     def scaled(self, factor: float) -> StageCost:
         return StageCost(
             self.F * factor, self.B * factor, self.W * factor,
@@ -130,6 +136,9 @@ class Problem:
     time_unit: str = "ms"
     placement: str = field(default="custom", compare=False)
     memory_unit_name: str | None = field(default=None, compare=False)  # what activation amounts count: GB, MB
+    # the share of every op's time in stage_costs that is a runtime's per-op overhead; read
+    # where chunks are summed into one rank-stage, which runs as one op (the 1F1B reference)
+    op_overhead: float = field(default=0.0, compare=False)
 
     def __post_init__(self) -> None:
         check_count("devices", self.devices)
@@ -139,6 +148,7 @@ class Problem:
         costs = tuple(c.checked(f"stage_costs[{i}]") for i, c in enumerate(self.stage_costs))
         object.__setattr__(self, "stage_costs", costs)
         object.__setattr__(self, "comm", check_number("comm", self.comm))
+        object.__setattr__(self, "op_overhead", check_number("op_overhead", self.op_overhead))
         self._check_pipes()
         if self.memory_limit is not None:
             limits = tuple(self.memory_limit)

@@ -2,7 +2,9 @@
 
 A profile gives either uniform `costs` (any number of ranks) or a list `stage_costs` of
 one record per rank-stage, plus optional `overrides` for single rank-stages (negative
-indices count from the last). Unknown keys are refused so a typo is never ignored.
+indices count from the last), `first_stage` for the pipe's first stage (on whatever rank
+and chunk it lies) and a runtime's `op_overhead` per op. Unknown keys are refused so a typo
+is never ignored.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from zbsolve.problem.problem import StageCost, finite
 COST_KEYS = ("F", "B", "W", "activation", "residual", "BW")  # BW: a fused backward's own time, if not B + W
 PROFILE_KEYS = {
     "name", "source", "time_unit", "memory_unit", "devices", "microbatches", "comm", "memory",
-    "costs", "stage_costs", "overrides", "model", "notes", "measured",
+    "costs", "stage_costs", "overrides", "first_stage", "op_overhead", "model", "notes", "measured",
 }
 
 
@@ -34,6 +36,8 @@ class Profile:
     costs: StageCost | None = None
     stage_costs: tuple[StageCost, ...] | None = None
     overrides: tuple[tuple[int, dict], ...] = ()
+    first_stage: dict | None = None  # fields of the pipe's first stage, whose input needs no gradient
+    op_overhead: float = 0.0  # the runtime's time per op, whatever the op holds
     extra: dict = field(default_factory=dict)
 
     def rank_costs(self, devices: int) -> list[StageCost]:
@@ -117,6 +121,11 @@ def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
         if isinstance(stage, bool) or not isinstance(stage, int):
             raise ProfileError(f"{where}.stage must be an integer rank-stage index, got {stage!r}")
         overrides.append((stage, fields))
+    first_stage = None
+    if "first_stage" in data:
+        first_stage = _cost_fields(data["first_stage"], f"{origin}: first_stage", partial=True)
+        if "stage" in data["first_stage"]:
+            raise ProfileError(f"{origin}: first_stage is the pipe's first stage; it takes no 'stage'")
     counts = {}
     for key in ("devices", "microbatches"):
         value = data.get(key)
@@ -140,6 +149,8 @@ def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
         costs=None if "costs" not in data else _cost(data["costs"], f"{origin}: costs"),
         stage_costs=stage_costs,
         overrides=tuple(overrides),
+        first_stage=first_stage,
+        op_overhead=_number(data.get("op_overhead", 0.0), f"{origin}: op_overhead"),
         extra={k: data[k] for k in ("model", "notes", "measured", "memory_unit") if k in data},
     )
 

@@ -91,7 +91,7 @@ def measured_run(plan: Schedule, ranks: list[dict]) -> Run:
                 totals = kinds.setdefault(kind, [0, 0.0, 0.0])
                 totals[0] += 1
                 totals[1] += 1e3 * (end - start)
-                totals[2] += c.time(kind, problem.split_backward)
+                totals[2] += c.time(kind, problem.split_backward) - problem.op_overhead  # the op, not its gap
         waited, idle = gaps(problem, [[(k, st, mb, start, end) for k, st, mb, start, end, _ in ops]
                                       for ops in step["ranks"]])
         waits += [1e3 * w for w in waited]
@@ -154,14 +154,16 @@ def verdict(run: Run) -> list[str]:
             lines.append(f"{kind}: measured {ratio:.3f} x the plan's time ({count} ops' time over their planned time)")
             if abs(ratio - 1) > DRIFT:
                 drift.append(f"{kind} ops")
-    comm = plan.problem.comm
+    comm, overhead = plan.problem.comm, plan.problem.op_overhead
     if run.waits:
         wait = statistics.median(run.waits)
-        lines.append(f"comm: planned {comm:g} {unit}, measured median wait {wait:.3g} {unit} on "
-                     f"{len(run.waits)} cross-rank inputs the rank sat free for")
+        lines.append(f"comm: planned {comm:g} {unit}{f' + the overhead {overhead:g} {unit}' if overhead else ''}, "
+                     f"measured median wait {wait:.3g} {unit} on {len(run.waits)} cross-rank inputs the rank "
+                     "sat free for")
     if run.overheads:
-        lines.append(f"runtime overhead: median gap {statistics.median(run.overheads):.3g} {unit} before "
-                     f"{len(run.overheads)} ops whose inputs were there (the plan has none)")
+        gap = statistics.median(run.overheads)
+        lines.append(f"runtime overhead: median gap {gap:.3g} {unit} before {len(run.overheads)} ops whose "
+                     f"inputs were there (the plan has {f'{overhead:g} {unit} per op' if overhead else 'none'})")
     per_unit = bytes_per(plan.problem.memory_unit_name)
     if per_unit:
         name = plan.problem.memory_unit_name
@@ -176,11 +178,11 @@ def verdict(run: Run) -> list[str]:
 
 
 def calibrated_profile(measured: Schedule, name: str) -> dict:
-    """A profile (models/ format) from a measured schedule: per rank-stage and kind the
-    median op time (chunks summed) plus the median runtime overhead per op; a kind the run
-    did not time apart (B and W of a fused run, BW of a split one) as the plan had it, plus
-    that overhead; comm the median wait for a cross-rank input less that overhead; memory
-    as the plan's."""
+    """A profile (models/ format) from a measured schedule (docs/runtime.md, "Calibration"):
+    per rank-stage and kind the run's median op time without the runtime's gaps, which go to
+    `op_overhead` (the median gap before an op whose inputs were there), the pipe's first
+    stage on its own (`first_stage`), comm the median wait for a cross-rank input less that
+    overhead, memory as the plan's. A kind the run did not time is estimated (`notes`)."""
     if measured.solver.status != "measured":
         raise UsageError(f"--from-run needs a measured schedule (zbsolve run -o), this one is "
                          f"{measured.solver.status}")
@@ -190,31 +192,80 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
     ranks = [[(t.op.kind, t.op.stage, t.op.microbatch, t.start, t.end) for t in ops] for ops in measured.devices]
     waits, overheads = gaps(problem, ranks)
     overhead = statistics.median(overheads) if overheads else 0.0
-    times: dict[tuple[int, str, int], list[float]] = {}
-    for rank, ops in enumerate(ranks):
+    times: dict[tuple[str, int], list[float]] = {}
+    for ops in ranks:
         for kind, stage, _, start, end in ops:
-            times.setdefault((rank, kind, stage), []).append(end - start)
-    planned = {"F": lambda c: c.F, "B": lambda c: c.B, "W": lambda c: c.W, "BW": lambda c: c.fused}
+            times.setdefault((kind, stage), []).append(end - start)
+    median = {key: statistics.median(values) * chunks for key, values in times.items()}  # at a rank-stage's scale
+    estimated: list[str] = []
+    normal = [_normal_record(problem, rank, median, chunks, estimated) for rank in range(problem.devices)]
+    timed = [(r, n) for r, n in enumerate(normal) if n]
+    for rank, record in enumerate(normal):
+        if not record:  # the rank ran only the first stage: its others as the other ranks ran them
+            speed = median[("F", 0)] / statistics.median(n["F"] for _, n in timed) if timed else 1.0
+            for kind in KINDS:
+                values = [n[kind] for _, n in timed if kind in n]
+                if values:
+                    record[kind] = statistics.median(values) * speed
+            estimated.append(f"rank-stage {rank} beyond the first stage: the others' times at its F's speed")
+    first = _first_record(median)
     stage_costs = []
-    for rank in range(problem.devices):
-        mine = [k for k, stage in enumerate(pipe.stages) if stage.device == rank]
-        record = {}
-        for kind, plan_value in planned.items():
-            if all((rank, kind, k) in times for k in mine):
-                record[kind] = sum(statistics.median(times[(rank, kind, k)]) + overhead for k in mine)
-            elif all(plan_value(problem.stage_costs[pipe.stages[k].cost]) is not None for k in mine):
-                record[kind] = sum(plan_value(problem.stage_costs[pipe.stages[k].cost]) + overhead for k in mine)
-        cost = problem.stage_costs[pipe.stages[mine[0]].cost]
-        stage_costs.append({kind: float(f"{value:.6g}") for kind, value in record.items()}
-                           | {"activation": cost.activation * chunks, "residual": cost.residual * chunks})
+    for rank, record in enumerate(normal):
+        cost = problem.stage_costs[pipe.stages[(rank + 1) * chunks - 1].cost]
+        stage_costs.append(_rounded(record) | {"activation": cost.activation * chunks,
+                                               "residual": cost.residual * chunks})
     comm = max(0.0, statistics.median(waits) - overhead) if waits else problem.comm
-    measured_kinds = sorted({kind for _, kind, _ in times}, key="F B W BW".split().index)
     document = {"name": name, "source": f"calibrated by zbsolve profile --from-run from {measured.solver.message}",
                 "time_unit": problem.time_unit, "devices": problem.devices, "microbatches": problem.microbatches,
-                "comm": float(f"{comm:.6g}"), "stage_costs": stage_costs,
-                "notes": f"{', '.join(measured_kinds)} from the run, each with the runtime's median overhead of "
-                         f"{overhead:.4g} {problem.time_unit} per op; the rest as the plan had them, with that "
-                         "overhead"}
+                "comm": float(f"{comm:.6g}"), "op_overhead": float(f"{overhead:.6g}"), "stage_costs": stage_costs,
+                "first_stage": _rounded(first),
+                "notes": "median op times of the run; the runtime's median gap before an op is op_overhead"
+                         + (f"; estimated: {'; '.join(estimated)}" if estimated else "")}
     if problem.memory_unit_name:
         document["memory_unit"] = problem.memory_unit_name
     return document
+
+
+KINDS = ("F", "B", "W", "BW")
+
+
+def _rounded(record: dict) -> dict:
+    return {kind: float(f"{record[kind]:.6g}") for kind in KINDS if kind in record}
+
+
+def _normal_record(problem: Problem, rank: int, median: dict, chunks: int, estimated: list[str]) -> dict:
+    """Rank-stage `rank`'s times from its chunks other than the first stage (none: {}); a
+    kind the run did not time there from the plan, at the speed the rest ran. A rank-stage
+    is a block of layers of the single chain, as profiles give them: chunks rank x V to
+    rank x V + V - 1, whichever devices a V or interleaved plan put them on."""
+    pipe = problem.pipes[0]
+    stages = [k for k in range(rank * chunks, (rank + 1) * chunks) if k]
+    if not stages:
+        return {}
+
+    def bare(kind: str, k: int) -> float:  # the plan's time without its overhead, at a rank-stage's scale
+        c = problem.stage_costs[pipe.stages[k].cost]
+        ops = 2 if kind == "BW" and c.fused is None else 1  # B + W: two ops' overheads
+        return (c.time(kind, False) - ops * problem.op_overhead) * chunks
+
+    record = {kind: statistics.mean(median[(kind, k)] for k in stages)
+              for kind in KINDS if all((kind, k) in median for k in stages)}
+    planned = sum(bare(kind, k) for kind in record for k in stages)
+    speed = sum(record[kind] for kind in record) * len(stages) / planned if planned > 0 else 1.0
+    for kind in KINDS:
+        if kind not in record:
+            record[kind] = max(0.0, statistics.mean(bare(kind, k) for k in stages) * speed)
+            estimated.append(f"rank-stage {rank}'s {kind}: the plan's at the speed the rest ran")
+    return record
+
+
+def _first_record(median: dict) -> dict:
+    """The first stage's times: torch skips its B (its input needs no gradient) and W runs
+    the whole backward, so a fused run's BW is its W and a split run's W its BW."""
+    first = {kind: median[(kind, 0)] for kind in KINDS if (kind, 0) in median}
+    if "BW" in first:
+        first.setdefault("B", 0.0)
+        first.setdefault("W", first["BW"])
+    else:
+        first["BW"] = first.get("B", 0.0) + first.get("W", 0.0)
+    return first

@@ -266,9 +266,9 @@ def memory_unit(activation_gb: float) -> tuple[str, float]:
 
 
 def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5, dtype: str = "float32",
-                     backward: str = "products") -> dict:
+                     backward: str = "products", runtime: dict | None = None) -> dict:
     """A profile in the models/ format, with hardware, torch version and settings recorded.
-    With `backward="torch"` the first rank-stage, whose input needs no gradient, is an override."""
+    With `backward="torch"` the pipe's first stage, whose input needs no gradient, has its own record."""
     torch = _torch()
     costs = measure(shape, device, repeats, dtype=dtype, backward=backward)
     first = costs.pop("first", None)
@@ -293,7 +293,11 @@ def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5
                      "backward": backward, **_matmul_settings(torch, device, dtype)},
     }
     if first is not None:
-        document["overrides"] = [{"stage": 0, **{k: float(f"{v:.6g}") for k, v in first.items()}}]
+        document["first_stage"] = {k: float(f"{v:.6g}") for k, v in first.items()}
+    if runtime is not None:  # from runtime_probe: what torch's runtime spends beyond the ops
+        document["op_overhead"] = float(f"{runtime['op_overhead']:.6g}")
+        document["comm"] = float(f"{runtime['comm']:.6g}")
+        document["measured"]["runtime_probe"] = {k: v for k, v in runtime.items() if k not in ("op_overhead", "comm")}
     return document
 
 

@@ -72,6 +72,8 @@ class CostModel:
     time_unit: str
     memory_unit: str | None = None
     fb_overlap_fraction: float | None = None  # a share of F + B: the pair's length follows each point's costs
+    first_stage: tuple[tuple[str, float], ...] | None = None  # the pipe's first stage's fields, for `devices` ranks
+    op_overhead: float = 0.0
 
     def costs_for(self, P: int) -> list[StageCost]:
         if self.devices is None:
@@ -81,10 +83,17 @@ class CostModel:
         if self.layers is None:
             raise UsageError(f"the costs are for {self.devices} ranks; --stages {P} needs a profile whose "
                              "model names its layers (model.layers), so per-stage costs can follow P")
-        if len(set(self.rank_costs)) > 1:
+        if len(set(self.rank_costs)) > 1:  # the first stage apart: `first_stage` scales on its own
             raise UsageError(f"the profile's stages differ; it can only be swept at its own {self.devices} ranks")
         c, scale = self.rank_costs[0], self.devices / P  # a rank's share of the layers
         return [c.scaled(scale)] * P
+
+    def first_stage_for(self, P: int) -> dict | None:
+        """The first stage's fields for P ranks, scaled as `costs_for` scales the rest."""
+        if self.first_stage is None:
+            return None
+        scale = 1.0 if self.devices is None or P == self.devices else self.devices / P
+        return {k: v * scale for k, v in self.first_stage}
 
 
 def cost_model(profile: Profile | None, rank_costs: list[StageCost], devices: int, comm: float,
@@ -119,15 +128,17 @@ def points(stages: list[int], placements: list[str], microbatches: list[int], me
 
 def problem_of(point: Point, costs: CostModel) -> Problem:
     rank_costs = costs.costs_for(point.devices)
+    first = costs.first_stage_for(point.devices)
     overlap = costs.fb_overlap
     if costs.fb_overlap_fraction is not None:
         overlap = overlap_from_fraction(costs.fb_overlap_fraction,
-                                        costs_for(parse_placement(point.placement), rank_costs))
+                                        costs_for(parse_placement(point.placement), rank_costs, first))
     return build_problem(point.devices, point.microbatches, rank_costs,
                          placement=point.placement, comm=costs.comm,
                          memory=None if point.memory == "none" else point.memory,
                          split_backward=costs.split_backward, fb_overlap=overlap,
-                         objective=point.objective, time_unit=costs.time_unit, memory_unit_name=costs.memory_unit)
+                         objective=point.objective, time_unit=costs.time_unit, memory_unit_name=costs.memory_unit,
+                         first_stage=first, op_overhead=costs.op_overhead)
 
 
 def to_dict(costs: CostModel) -> dict:
@@ -135,9 +146,14 @@ def to_dict(costs: CostModel) -> dict:
     # a fused time only where given, so that stores made before it existed keep their settings
     data["rank_costs"] = [{k: v for k, v in asdict(c).items() if k != "fused" or v is not None}
                           for c in costs.rank_costs]
+    for key, unset in (("first_stage", None), ("op_overhead", 0.0)):  # as for a fused time
+        if data[key] == unset:
+            del data[key]
     return data
 
 
 def from_dict(data: dict) -> CostModel:
+    first = data.get("first_stage")
     return replace(CostModel(**{**data, "rank_costs": ()}),
-                   rank_costs=tuple(StageCost(**c) for c in data["rank_costs"]))
+                   rank_costs=tuple(StageCost(**c) for c in data["rank_costs"]),
+                   first_stage=None if first is None else tuple((k, v) for k, v in first))
