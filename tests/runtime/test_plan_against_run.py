@@ -141,3 +141,30 @@ def test_a_plan_that_is_not_measured_is_refused_for_calibration(tmp_path, capsys
     assert "needs a measured schedule" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "plan.json"), "--steps", "1"]) == 2
     assert "--layers is required" in capsys.readouterr().err
+
+
+def test_a_cuda_run_needs_a_gpu_per_rank(tmp_path, capsys):
+    import torch
+
+    planned(tmp_path, "zb-h1", "single")
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if found >= 2:
+        pytest.skip("this machine has a GPU per rank: test_a_cuda_run_keeps_the_plan_s_order runs it")
+    assert main(["run", str(tmp_path / "plan.json"), *STACK, "--device", "cuda"]) == 2
+    assert f"the plan has 2 ranks, this machine has {found} GPU" in capsys.readouterr().err
+
+
+def test_a_cuda_run_keeps_the_plan_s_order(tmp_path, capsys):
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    plan = planned(tmp_path, "zb-h1", "single")
+    assert main(["run", str(tmp_path / "plan.json"), *STACK, "--device", "cuda", "--steps", "2", "--warmup", "1",
+                 "-o", str(tmp_path / "measured.json")]) == 0
+    out = capsys.readouterr().out
+    assert "allocator peak per rank: " in out and out.startswith("step: planned ")
+    measured = read_schedule(tmp_path / "measured.json")
+    validate(measured)
+    assert [[str(t.op) for t in ops] for ops in measured.devices] == \
+        [[str(t.op) for t in ops] for ops in plan.devices]

@@ -1,4 +1,4 @@
-"""`zbsolve run`: execute a plan with PyTorch on this machine's CPU, one process per rank,
+"""`zbsolve run`: execute a plan with PyTorch on this machine, one process per rank,
 and hold the plan to what ran (docs/runtime.md, "Plan against run")."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from zbsolve.formats.atomic_files import check_separate, check_writable, write_a
 from zbsolve.formats.chrome_trace import write_chrome_trace
 from zbsolve.formats.schedule_json import read_schedule, write_schedule
 from zbsolve.problem.profiles import load_profile, profile_from_dict
+from zbsolve.runtime.profiling import DTYPES
 from zbsolve.schedule.validator import validate
 
 SHAPE = (("layers", "--layers"), ("hidden", "--hidden"), ("heads", "--heads"), ("sequence", "--seq"),
@@ -44,12 +45,17 @@ def shape_from(args: argparse.Namespace, model: dict | None = None):
 
 
 def register_run(command) -> None:
-    p = command("run", "execute a plan with PyTorch (CPU, one process per rank), measure every op, and "
-                       "compare plan and run", run_run)
+    p = command("run", "execute a plan with PyTorch (one process per rank: CPU, or a GPU each), measure every "
+                       "op, and compare plan and run", run_run)
     p.add_argument("plan", help="a zbsolve schedule file (JSON)")
     p.add_argument("--profile", metavar="FILE", help="the profile the plan was made from: its model gives the "
                                                      "layer stack (zbsolve profile records it)")
     add_shape_options(p, " (default: the profile's)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu (default): one process per rank, gloo, one thread each; cuda: one GPU per rank, "
+                        "NCCL, ops timed with CUDA events and each rank's allocator peak reported")
+    p.add_argument("--dtype", choices=DTYPES, help="element type of the stack (default: the profile's, else "
+                                                   "float32)")
     p.add_argument("--steps", type=int, default=10, help="measured steps (default 10)")
     p.add_argument("--warmup", type=int, default=3, help="steps run first and not measured (default 3)")
     p.add_argument("-o", "--output", metavar="FILE", help="the measured schedule (status measured: the median "
@@ -68,12 +74,15 @@ def run_run(args: argparse.Namespace) -> int:
             check_writable(path)
     plan = read_schedule(args.plan)
     validate(plan)
-    model = load_profile(args.profile).extra.get("model") if args.profile else None
+    extra = load_profile(args.profile).extra if args.profile else {}
+    model, measured = extra.get("model"), extra.get("measured")
     shape = shape_from(args, model if isinstance(model, dict) else None)
+    dtype = args.dtype or (measured.get("dtype") if isinstance(measured, dict) else None) or "float32"
+    where = "GPUs" if args.device == "cuda" else "CPU processes, one thread each"
     print(f"running {plan.name} ({plan.problem.placement}, P={plan.problem.devices}, M={plan.problem.microbatches}) "
-          f"on {plan.problem.devices} CPU processes, one thread each: {args.warmup} warm-up and {args.steps} "
-          "measured steps", file=sys.stderr)
-    run = measured_run(plan, run_plan(plan, shape, args.steps, args.warmup))
+          f"on {plan.problem.devices} {where}, {dtype}: {args.warmup} warm-up and {args.steps} measured steps",
+          file=sys.stderr)
+    run = measured_run(plan, run_plan(plan, shape, args.steps, args.warmup, args.device, dtype))
     validate(run.schedule)  # every op once, one at a time in order, after its inputs
     for line in verdict(run):
         print(line)

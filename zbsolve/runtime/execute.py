@@ -1,10 +1,13 @@
 """Run a schedule with torch.distributed.pipelining on the GPT layer stack `zbsolve profile`
-measures, one process per rank (gloo, on the CPU), and record when every action ran.
+measures, one process per rank (gloo on the CPU, NCCL with one GPU per rank on CUDA), and
+record when every action ran.
 
 Each stage's forward, input-gradient and weight-gradient calls are wrapped to note their
-host-clock start and end (CLOCK_MONOTONIC, one clock for every process of the machine) and,
-for a forward, the bytes autograd saved for backward (as `zbsolve profile` counts them);
-the runtime's own order is left as it is. Steps start together at a barrier.
+start and end (the host clock on the CPU, CLOCK_MONOTONIC, one clock for every process of the
+machine; CUDA events on the GPU, placed on the host clock from the step's start) and, for a
+forward, the bytes autograd saved for backward (as `zbsolve profile` counts them); on CUDA
+each step's allocator peak too. The runtime's own order is left as it is. Steps start
+together at a barrier.
 """
 
 from __future__ import annotations
@@ -21,12 +24,46 @@ from zbsolve.errors import UsageError
 from zbsolve.formats.schedule_json import read_schedule, write_schedule
 from zbsolve.schedule.schedule import Schedule
 
-from .profiling import LayerShape, _block, _torch, saved_storages
+from .profiling import DTYPES, LayerShape, _block, _torch, saved_storages
 from .torch_pipeline import pipeline_runtime, stages_of_rank
 
 
-def _instrument(torch, stage: Any, records: list, weights: set[int]) -> None:
-    """Wrap the stage's compute calls; each appends (kind, stage, microbatch, start, end, bytes)."""
+class _HostClock:
+    """Marks are host times in seconds."""
+
+    def start_step(self) -> None:
+        pass
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds(self, mark: float) -> float:
+        return mark
+
+
+class _CudaClock:
+    """Marks are CUDA events on the rank's current stream, when the GPU reached them; after
+    the step they are placed on the host clock from an event recorded at the step's start."""
+
+    def __init__(self, torch) -> None:
+        self.torch = torch
+
+    def start_step(self) -> None:
+        self.torch.cuda.synchronize()
+        self.host, self.base = time.perf_counter(), self.mark()
+
+    def mark(self):
+        event = self.torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self, mark) -> float:
+        return self.host + self.base.elapsed_time(mark) / 1e3  # elapsed_time is in ms
+
+
+def _instrument(torch, stage: Any, records: list, weights: set[int], clock) -> None:
+    """Wrap the stage's compute calls; each appends (kind, stage, microbatch, start, end, bytes),
+    start and end as `clock` marks them."""
     forward, backward, weight = stage.forward_one_chunk, stage.backward_one_chunk, stage.backward_weight_one_chunk
     index = stage.stage_index
 
@@ -34,27 +71,27 @@ def _instrument(torch, stage: Any, records: list, weights: set[int]) -> None:
 
     def timed_forward(mb, *args, **kwargs):
         if counted:
-            start = time.perf_counter()
+            start = clock.mark()
             out = forward(mb, *args, **kwargs)
         else:  # counting runs Python on every saved tensor, so it is done on the first forward only
             hooks, seen = saved_storages(torch, weights)
-            start = time.perf_counter()
+            start = clock.mark()
             with hooks:
                 out = forward(mb, *args, **kwargs)
             counted.append(sum(seen.values()))
-        records.append(("F", index, mb, start, time.perf_counter(), counted[0]))
+        records.append(("F", index, mb, start, clock.mark(), counted[0]))
         return out
 
     def timed_backward(mb, *args, full_backward=True, **kwargs):
-        start = time.perf_counter()
+        start = clock.mark()
         out = backward(mb, *args, full_backward=full_backward, **kwargs)
-        records.append(("BW" if full_backward else "B", index, mb, start, time.perf_counter(), 0))
+        records.append(("BW" if full_backward else "B", index, mb, start, clock.mark(), 0))
         return out
 
     def timed_weight(mb, *args, **kwargs):
-        start = time.perf_counter()
+        start = clock.mark()
         out = weight(mb, *args, **kwargs)
-        records.append(("W", index, mb, start, time.perf_counter(), 0))
+        records.append(("W", index, mb, start, clock.mark(), 0))
         return out
 
     stage.forward_one_chunk, stage.backward_one_chunk = timed_forward, timed_backward
@@ -62,49 +99,67 @@ def _instrument(torch, stage: Any, records: list, weights: set[int]) -> None:
 
 
 def _rank(rank: int, world: int, plan_path: str, shape: dict, steps: int, warmup: int, port: int,
-          out_path: str) -> None:
+          out_path: str, device: str, dtype: str) -> None:
     torch = _torch()
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}")
+    cuda = device == "cuda"
+    where = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(where)
+    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
+                            init_method=f"tcp://127.0.0.1:{port}")
     plan = read_schedule(plan_path)
     M, total = plan.problem.microbatches, len(plan.problem.pipes[0].stages)
     layers = shape["layers"] * world // total  # a rank-stage's layers, shared by its chunks
+    element = getattr(torch, dtype)
     stages, weights, mine = [], set(), stages_of_rank(plan, rank)
     for k in mine:
         torch.manual_seed(k)
         stack = torch.nn.Sequential(*[_block(torch, shape["hidden"], shape["heads"]) for _ in range(layers)])
+        stack = stack.to(device=where, dtype=element)
         weights |= {p.untyped_storage().data_ptr() for p in stack.parameters()}
-        stages.append(PipelineStage(stack, k, total, torch.device("cpu")))
+        stages.append(PipelineStage(stack, k, total, where))
     runtime = pipeline_runtime(plan, stages, M, loss_fn=torch.nn.functional.mse_loss)
     records: list = []
+    clock = _CudaClock(torch) if cuda else _HostClock()
     for stage in stages:
-        _instrument(torch, stage, records, weights)
+        _instrument(torch, stage, records, weights, clock)
     data = torch.Generator().manual_seed(1)
     size = (shape["microbatch_size"] * M, shape["sequence"], shape["hidden"])
-    x, y = torch.randn(size, generator=data), torch.randn(size, generator=data)
+    x, y = (torch.randn(size, generator=data).to(device=where, dtype=element) for _ in range(2))
+    timed: list = []
     for step in range(warmup + steps):
-        if step < warmup:
-            records.clear()  # warm-up steps are not measured
         dist.barrier()
+        clock.start_step()
+        if cuda:  # the allocator's peak above what the step starts with (weights, gradients)
+            torch.cuda.reset_peak_memory_stats(where)
+            held = torch.cuda.memory_allocated(where)
         began = time.perf_counter()
         runtime.step(*((x,) if 0 in mine else ()), target=y if total - 1 in mine else None)
+        if cuda:
+            torch.cuda.synchronize(where)
         ended = time.perf_counter()
         dist.barrier()
-        if step >= warmup:
-            records.append(("step", step - warmup, -1, began, ended, 0))
+        if step >= warmup:  # warm-up steps are not measured
+            peak = torch.cuda.max_memory_allocated(where) - held if cuda else 0
+            timed += [(k, st, mb, clock.seconds(a), clock.seconds(b), n) for k, st, mb, a, b, n in records]
+            timed.append(("step", step - warmup, -1, began, ended, peak))
+        records.clear()
     gathered = [None] * world if rank == 0 else None
-    dist.gather_object({"rank": rank, "records": records}, gathered, dst=0)
+    dist.gather_object({"rank": rank, "records": timed}, gathered, dst=0)
     if rank == 0:
         with open(out_path, "w", encoding="utf-8") as out:
             json.dump(gathered, out)
     dist.destroy_process_group()
 
 
-def run_plan(plan: Schedule, shape: LayerShape, steps: int = 10, warmup: int = 3) -> list[dict]:
-    """Run `plan` for `warmup` + `steps` steps on P CPU processes; each rank's records."""
+def run_plan(plan: Schedule, shape: LayerShape, steps: int = 10, warmup: int = 3, device: str = "cpu",
+             dtype: str = "float32") -> list[dict]:
+    """Run `plan` for `warmup` + `steps` steps, one process per rank (on the CPU, or one GPU
+    per rank on CUDA); each rank's records."""
     shape.check()
     problem = plan.problem
     if len(problem.pipes) != 1:
@@ -115,7 +170,16 @@ def run_plan(plan: Schedule, shape: LayerShape, steps: int = 10, warmup: int = 3
                          "split into them evenly")
     if steps < 1 or warmup < 0:
         raise UsageError(f"--steps must be >= 1 and --warmup >= 0, got {steps} and {warmup}")
-    _torch()
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    torch = _torch()
+    if device == "cuda":
+        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if found < problem.devices:
+            raise UsageError(f"--device cuda runs one rank per GPU (NCCL): the plan has {problem.devices} ranks, "
+                             f"this machine has {found} GPU{'' if found == 1 else 's'}")
+    elif device != "cpu":
+        raise UsageError(f"--device must be cpu or cuda, got {device!r}")
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as folder, socket.socket() as s:
@@ -127,7 +191,8 @@ def run_plan(plan: Schedule, shape: LayerShape, steps: int = 10, warmup: int = 3
         previous = os.environ.get("OMP_NUM_THREADS")
         os.environ["OMP_NUM_THREADS"] = "1"  # one thread per rank, as the plan's profile measured
         try:
-            mp.start_processes(_rank, args=(problem.devices, plan_path, asdict(shape), steps, warmup, port, out_path),
+            mp.start_processes(_rank, args=(problem.devices, plan_path, asdict(shape), steps, warmup, port, out_path,
+                                            device, dtype),
                                nprocs=problem.devices, start_method="spawn")
         finally:
             if previous is None:

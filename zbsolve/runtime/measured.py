@@ -28,7 +28,8 @@ def _steps(ranks: list[dict]) -> list[dict]:
         for entry, bound in zip(ranks, bounds):
             ops = [r for r in entry["records"] if r[0] != "step" and bound[3] <= r[3] <= bound[4]]
             per_rank.append([(r[0], r[1], r[2], r[3] - origin, r[4] - origin, r[5]) for r in ops])
-        steps.append({"origin": origin, "time": end - origin, "ranks": per_rank})
+        steps.append({"origin": origin, "time": end - origin, "ranks": per_rank,
+                      "allocator": [b[5] for b in bounds]})  # each rank's allocator peak (CUDA), else 0
     return steps
 
 
@@ -64,6 +65,7 @@ class Run:
     waits: list[float]  # cross-rank waits: a consumer's start after its input's end, where it waited
     overheads: list[float]  # idle gaps before ops whose inputs were ready: the runtime's own time
     peaks_bytes: list[float]  # per rank, the median step's
+    allocator_bytes: list[float]  # per rank, the median step's allocator peak above its start (CUDA; else 0)
 
 
 def measured_run(plan: Schedule, ranks: list[dict]) -> Run:
@@ -96,7 +98,8 @@ def measured_run(plan: Schedule, ranks: list[dict]) -> Run:
                                       for ops in step["ranks"]])
         waits += [1e3 * w for w in waited]
         overheads += [1e3 * g for g in idle]
-    return Run(plan, schedule, [1e3 * s["time"] for s in steps], kinds, waits, overheads, peaks_bytes)
+    return Run(plan, schedule, [1e3 * s["time"] for s in steps], kinds, waits, overheads, peaks_bytes,
+               median_step["allocator"])
 
 
 def gaps(problem: Problem, ranks: list[list[tuple]]) -> tuple[list[float], list[float]]:
@@ -172,6 +175,9 @@ def verdict(run: Run) -> list[str]:
                      f"{name}, measured {', '.join(f'{p:.4g}' for p in got)} {name} (bytes saved for backward)")
         if any(abs(g - p) > DRIFT * p for g, p in zip(got, plan.metrics.peak_memory) if p):
             drift.append("memory")
+        if any(run.allocator_bytes):
+            lines.append(f"allocator peak per rank: {', '.join(f'{b / per_unit:.4g}' for b in run.allocator_bytes)} "
+                         f"{name} above the step's start (weights and gradients held before it left out)")
     lines.append(f"drifts past {100 * DRIFT:.0f}%: {', '.join(drift)}" if drift
                  else f"plan and run agree within {100 * DRIFT:.0f}%")
     return lines
