@@ -2,7 +2,7 @@
 split by hand; `--backward torch`, torch's own split; and that with `--probe-runtime`, the
 runtime's time between ops and its waits), plans solved from each (and 1F1B), each executed
 by `zbsolve run` on P=2 CPU processes with one thread each; then each plan solved again from
-a profile calibrated from one run of the probed 1F1B plan and run again. Writes
+a profile calibrated from one run of the probed single-chain 1x plan and run again. Writes
 benchmarks/plan_vs_run/results.{md,json} with the verdicts, the measured schedules, traces
 and plan-against-run plots.
 
@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.speed import speed_reference  # noqa: E402
+
 CASES = [("single", "1x", "solve"), ("single", "2x", "solve"), ("vshape", "1x", "solve"), ("single", "1x", "1f1b")]
 
 
@@ -70,6 +73,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shape = ["--layers", "2", "--hidden", str(args.hidden), "--heads", "4", "--seq", "128", "--microbatch-size", "2"]
+    profiled_at = speed_reference()  # the VM's speed drifts: each row says how fast it ran against this
     stack, split, probed = out / "stack.json", out / "stack-torch.json", out / "stack-probed.json"
     zbsolve("profile", "--device", "cpu", *shape, "-o", str(stack))
     zbsolve("profile", "--device", "cpu", *shape, "--backward", "torch", "-o", str(split))
@@ -78,8 +82,10 @@ def main() -> int:
 
     def case(tag: str, profile: Path, placement: str, memory: str, how: str) -> dict:
         path = plan(out, profile, placement, memory, how, tag)
+        speed = speed_reference()
         result = run(out, path, stack, args.steps, args.repeats)
-        rows.append({"profile": tag, "placement": placement, "memory": memory, "plan": how, **result})
+        rows.append({"profile": tag, "placement": placement, "memory": memory, "plan": how, "speed": speed,
+                     **result})
         print(f"{tag} {placement} {memory} {how}: planned {result['planned_ms']} ms, measured "
               f"{result['measured_ms']} ms", flush=True)
         return result
@@ -88,14 +94,14 @@ def main() -> int:
     for tag, profile in (("products", stack), ("torch-split", split), ("probed", probed)):
         for placement, memory, how in CASES:
             result = case(tag, profile, placement, memory, how)
-            if tag == "probed" and how == "1f1b":  # one run of 1F1B calibrates every plan
+            if (tag, placement, memory, how) == ("probed", "single", "1x", "solve"):  # one run calibrates all
                 zbsolve("profile", "--from-run", str(out / result["measured"]), "-o", str(calibrated))
     for placement, memory, how in CASES:
         case("calibrated", calibrated, placement, memory, how)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     (out / "results.json").write_text(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d %H:%M"),
                                                   "hidden": args.hidden, "steps": args.steps, "repeats": args.repeats,
-                                                  "rows": rows},
+                                                  "speed_at_profiling": profiled_at, "rows": rows},
                                                  indent=1) + "\n")
     lines = ["# Plan against run", "",
              f"P=2 ranks on the CPU, one thread each (gloo), M=8; a stack of 2 GPT layers, hidden {args.hidden}, "
@@ -103,16 +109,19 @@ def main() -> int:
              f"{time.strftime('%Y-%m-%d %H:%M')}. Profiles: `products` (`zbsolve profile`, W the weight products "
              "alone), `torch-split` (`zbsolve profile --backward torch`), `probed` (that with `--probe-runtime`: "
              "op_overhead and comm from a ZB-H1 run of the stack), `calibrated` (`zbsolve profile "
-             "--from-run` on the first run of the probed 1F1B plan), plans solved from each (1F1B with "
+             "--from-run` on the first run of the probed single 1x solved plan), plans solved from each (1F1B with "
              "its backward fused, BW at the profile's fused time where it gives one); every plan run several "
-             "times, the verdict of its first run below.", "",
+             "times, the verdict of its first run below. Speed: the seconds of `benchmarks/speed.py`'s fixed "
+             f"Python work just before a row's runs, against {profiled_at['python_s']:g} s before the profiles "
+             "(more is slower).", "",
              f"| profile | placement | memory | plan | planned (ms) | measured median, {args.repeats} runs (ms) | "
-             "off by |",
-             "|---|---|---|---|---|---|---|"]
+             "off by | speed (s) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         off = [100 * (m - r["planned_ms"]) / r["planned_ms"] for m in r["measured_ms"]]
         lines.append(f"| {r['profile']} | {r['placement']} | {r['memory']} | {r['plan']} | {r['planned_ms']} | "
-                     f"{', '.join(f'{m:.1f}' for m in r['measured_ms'])} | {', '.join(f'{o:+.1f}%' for o in off)} |")
+                     f"{', '.join(f'{m:.1f}' for m in r['measured_ms'])} | {', '.join(f'{o:+.1f}%' for o in off)} | "
+                     f"{r['speed']['python_s']:g} |")
     lines += ["", "Verdicts:", ""]
     for r in rows:
         lines += [f"- {r['profile']} {r['placement']} {r['memory']} {r['plan']}:", "", "  ```",

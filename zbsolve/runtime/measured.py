@@ -185,7 +185,7 @@ def verdict(run: Run) -> list[str]:
 
 def calibrated_profile(measured: Schedule, name: str) -> dict:
     """A profile (models/ format) from a measured schedule (docs/runtime.md, "Calibration"):
-    per rank-stage and kind the run's median op time without the runtime's gaps, which go to
+    per rank-stage and kind the run's mean op time without the runtime's gaps, which go to
     `op_overhead` (the median gap before an op whose inputs were there), the pipe's first
     stage on its own (`first_stage`), comm the median wait for a cross-rank input less that
     overhead, memory as the plan's. A kind the run did not time is estimated (`notes`)."""
@@ -202,19 +202,20 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
     for ops in ranks:
         for kind, stage, _, start, end in ops:
             times.setdefault((kind, stage), []).append(end - start)
-    median = {key: statistics.median(values) * chunks for key, values in times.items()}  # at a rank-stage's scale
+    # a step is a sum of ops: the mean predicts it, where a median misses a kind's slow tail
+    took = {key: statistics.mean(values) * chunks for key, values in times.items()}  # at a rank-stage's scale
     estimated: list[str] = []
-    normal = [_normal_record(problem, rank, median, chunks, estimated) for rank in range(problem.devices)]
+    normal = [_normal_record(problem, rank, took, chunks, estimated) for rank in range(problem.devices)]
     timed = [(r, n) for r, n in enumerate(normal) if n]
     for rank, record in enumerate(normal):
         if not record:  # the rank ran only the first stage: its others as the other ranks ran them
-            speed = median[("F", 0)] / statistics.median(n["F"] for _, n in timed) if timed else 1.0
+            speed = took[("F", 0)] / statistics.median(n["F"] for _, n in timed) if timed else 1.0
             for kind in KINDS:
                 values = [n[kind] for _, n in timed if kind in n]
                 if values:
                     record[kind] = statistics.median(values) * speed
             estimated.append(f"rank-stage {rank} beyond the first stage: the others' times at its F's speed")
-    first = _first_record(median)
+    first = _first_record(took)
     stage_costs = []
     for rank, record in enumerate(normal):
         cost = problem.stage_costs[pipe.stages[(rank + 1) * chunks - 1].cost]
@@ -225,7 +226,7 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
                 "time_unit": problem.time_unit, "devices": problem.devices, "microbatches": problem.microbatches,
                 "comm": float(f"{comm:.6g}"), "op_overhead": float(f"{overhead:.6g}"), "stage_costs": stage_costs,
                 "first_stage": _rounded(first),
-                "notes": "median op times of the run; the runtime's median gap before an op is op_overhead"
+                "notes": "mean op times of the run; the runtime's median gap before an op is op_overhead"
                          + (f"; estimated: {'; '.join(estimated)}" if estimated else "")}
     if problem.memory_unit_name:
         document["memory_unit"] = problem.memory_unit_name
@@ -239,7 +240,7 @@ def _rounded(record: dict) -> dict:
     return {kind: float(f"{record[kind]:.6g}") for kind in KINDS if kind in record}
 
 
-def _normal_record(problem: Problem, rank: int, median: dict, chunks: int, estimated: list[str]) -> dict:
+def _normal_record(problem: Problem, rank: int, took: dict, chunks: int, estimated: list[str]) -> dict:
     """Rank-stage `rank`'s times from its chunks other than the first stage (none: {}); a
     kind the run did not time there from the plan, at the speed the rest ran. A rank-stage
     is a block of layers of the single chain, as profiles give them: chunks rank x V to
@@ -254,8 +255,8 @@ def _normal_record(problem: Problem, rank: int, median: dict, chunks: int, estim
         ops = 2 if kind == "BW" and c.fused is None else 1  # B + W: two ops' overheads
         return (c.time(kind, False) - ops * problem.op_overhead) * chunks
 
-    record = {kind: statistics.mean(median[(kind, k)] for k in stages)
-              for kind in KINDS if all((kind, k) in median for k in stages)}
+    record = {kind: statistics.mean(took[(kind, k)] for k in stages)
+              for kind in KINDS if all((kind, k) in took for k in stages)}
     planned = sum(bare(kind, k) for kind in record for k in stages)
     speed = sum(record[kind] for kind in record) * len(stages) / planned if planned > 0 else 1.0
     for kind in KINDS:
@@ -265,10 +266,10 @@ def _normal_record(problem: Problem, rank: int, median: dict, chunks: int, estim
     return record
 
 
-def _first_record(median: dict) -> dict:
+def _first_record(took: dict) -> dict:
     """The first stage's times: torch skips its B (its input needs no gradient) and W runs
     the whole backward, so a fused run's BW is its W and a split run's W its BW."""
-    first = {kind: median[(kind, 0)] for kind in KINDS if (kind, 0) in median}
+    first = {kind: took[(kind, 0)] for kind in KINDS if (kind, 0) in took}
     if "BW" in first:
         first.setdefault("B", 0.0)
         first.setdefault("W", first["BW"])
