@@ -60,10 +60,14 @@ def test_a_torch_split_profile_times_torch_s_b_and_w_and_its_first_stage_apart(c
     out = capsys.readouterr().out
     assert "the pipe's first stage (its input needs no gradient)" in out
     profile = load_profile(target)
-    # the runtime probe ran a 2-rank ZB-H1 of the stack: 8 microbatches, 3 ops each, per rank
+    # the runtime probe ran a 2-rank ZB-H1 of the stack: the times are as it ran them
     probe = profile.extra["measured"]["runtime_probe"]
     assert (probe["ranks"], probe["microbatches"]) == (2, 8) and probe["gaps"] + probe["waits"] > 0
     assert profile.op_overhead > 0 and profile.comm >= 0 and "between ops (op_overhead)" in out
+    for kind, value in (("F", profile.costs.F), ("B", profile.costs.B), ("W", profile.costs.W),
+                        ("BW", profile.costs.fused)):
+        assert value == pytest.approx(probe["alone"][kind] * probe["factors"][kind], rel=2e-3)  # 4 digits kept
+    assert profile.first_stage["W"] == profile.first_stage["fused"] and profile.first_stage["B"] == 0
     assert profile.extra["measured"]["backward"] == "torch" and "split backward" in profile.source
     rank = profile.rank_costs(2)[0]
     single = build_problem(2, 2, profile.rank_costs(2), first_stage=profile.first_stage).stage_costs
@@ -80,7 +84,8 @@ def test_a_torch_split_profile_times_torch_s_b_and_w_and_its_first_stage_apart(c
     assert "2 per-stage cost records" in capsys.readouterr().out
     assert read_schedule(tmp_path / "plan.json").problem.op_overhead == profile.op_overhead
     stack = ["--layers", "1", "--hidden", "32", "--heads", "2", "--seq", "8", "--microbatch-size", "1"]
-    for extra in (["--dtype", "bfloat16"], ["--from-run", str(tmp_path / "plan.json")]):
+    for extra in (["--dtype", "bfloat16", "--backward", "torch"], ["--backward", "products"],
+                  ["--from-run", str(tmp_path / "plan.json")]):
         assert main(["profile", *stack, "--probe-runtime", *extra, "-o", str(tmp_path / "x.json")]) == 2
         assert "--probe-runtime" in capsys.readouterr().err
 

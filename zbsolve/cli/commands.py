@@ -162,15 +162,8 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     shape = shape_from(args)
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
-    runtime = None
-    if args.probe_runtime:
-        from zbsolve.runtime.runtime_probe import probe_runtime
-
-        if args.device != "cpu" or args.dtype != "float32":
-            raise UsageError("--probe-runtime runs torch's pipeline runtime on CPU ranks in float32; "
-                             f"this profile is for {args.device}, {args.dtype}")
-        runtime = probe_runtime(shape)
-    document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward, runtime)
+    document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward,
+                                args.probe_runtime)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
     c, unit = document["costs"], document["memory_unit"]
@@ -181,9 +174,12 @@ def run_profile(args: argparse.Namespace) -> int:
         o = document["first_stage"]
         print(f"the pipe's first stage (its input needs no gradient): F {o['F']:.4g} ms, B {o['B']:.4g} ms, "
               f"W {o['W']:.4g} ms, fused BW {o['BW']:.4g} ms")
-    if runtime is not None:
-        print(f"torch's pipeline runtime on {runtime['ranks']} CPU ranks: {document['op_overhead']:.4g} ms between "
-              f"ops (op_overhead), {document['comm']:.4g} ms more waiting for a neighbour (comm)")
+    probe = document["measured"].get("runtime_probe")
+    if probe is not None:
+        factors = ", ".join(f"{kind} {probe['factors'][kind]:.3g}" for kind in ("F", "B", "W", "BW"))
+        print(f"in torch's pipeline runtime on {probe['ranks']} CPU ranks the ops took {factors} x their time "
+              f"alone (the times above); {document['op_overhead']:.4g} ms between ops (op_overhead), "
+              f"{document['comm']:.4g} ms more waiting for a neighbour (comm)")
     print(f"wrote {args.output}")
     return 0
 
@@ -246,9 +242,10 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
                         "(its W runs autograd again; its first rank-stage does all of the backward in W), "
                         "for plans that torch's runtime will run")
     p.add_argument("--probe-runtime", action="store_true",
-                   help="also run a ZB-H1 plan of the stack with torch.distributed.pipelining on 2 CPU ranks "
-                        "(gloo, one thread each) and write the time it spends between ops (op_overhead) and "
-                        "waiting for a neighbour beyond that (comm), which a plan then carries; a few seconds")
+                   help="with --backward torch on the CPU: also run a ZB-H1 plan of the stack with "
+                        "torch.distributed.pipelining on 2 CPU ranks (gloo, one thread each) and write the times "
+                        "as the runtime ran them (each kind's run time over its time alone), the time it spends "
+                        "between ops (op_overhead) and waiting for a neighbour beyond that (comm); a few seconds")
     add_shape_options(p, " (required unless --from-run)")
     p.add_argument("--from-run", metavar="MEASURED", help="write the profile from a run's measured schedule "
                                                          "(zbsolve run -o) instead of measuring a stack")

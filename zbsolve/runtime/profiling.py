@@ -266,12 +266,27 @@ def memory_unit(activation_gb: float) -> tuple[str, float]:
 
 
 def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5, dtype: str = "float32",
-                     backward: str = "products", runtime: dict | None = None) -> dict:
+                     backward: str = "products", probe: bool = False) -> dict:
     """A profile in the models/ format, with hardware, torch version and settings recorded.
-    With `backward="torch"` the pipe's first stage, whose input needs no gradient, has its own record."""
+    With `backward="torch"` the pipe's first stage, whose input needs no gradient, has its own
+    record; with `probe` the times are as torch's runtime runs them (runtime_probe.py)."""
     torch = _torch()
+    if probe and (device, dtype, backward) != ("cpu", "float32", "torch"):
+        raise UsageError("--probe-runtime runs torch's pipeline runtime on CPU ranks in float32 and needs its "
+                         f"split backward timed (--backward torch); this profile is {device}, {dtype}, "
+                         f"--backward {backward}")
     costs = measure(shape, device, repeats, dtype=dtype, backward=backward)
     first = costs.pop("first", None)
+    runtime = None
+    if probe:
+        from .runtime_probe import probe_runtime
+
+        runtime = probe_runtime(shape, costs, first)
+        runtime["alone"] = {kind: costs[kind] for kind in ("F", "B", "W", "BW")}
+        factors = runtime["factors"]
+        for kind in ("F", "B", "W", "BW"):
+            costs[kind] *= factors[kind]
+            first[kind] *= factors["W" if kind == "BW" else kind]  # the first stage's BW is its W, all of it
     unit, per_gb = memory_unit(costs["activation"])
     costs["activation"] *= per_gb
     costs["residual"] *= per_gb
@@ -294,10 +309,13 @@ def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5
     }
     if first is not None:
         document["first_stage"] = {k: float(f"{v:.6g}") for k, v in first.items()}
-    if runtime is not None:  # from runtime_probe: what torch's runtime spends beyond the ops
+    if runtime is not None:  # from runtime_probe: what torch's runtime adds to the ops alone
         document["op_overhead"] = float(f"{runtime['op_overhead']:.6g}")
         document["comm"] = float(f"{runtime['comm']:.6g}")
-        document["measured"]["runtime_probe"] = {k: v for k, v in runtime.items() if k not in ("op_overhead", "comm")}
+        document["measured"]["runtime_probe"] = {
+            k: ({kind: float(f"{x:.4g}") for kind, x in v.items()} if isinstance(v, dict) else v)
+            for k, v in runtime.items() if k not in ("op_overhead", "comm")}
+        document["source"] += ", as torch's runtime ran them on 2 CPU ranks (--probe-runtime)"
     return document
 
 

@@ -1,9 +1,9 @@
 """The pipeline runtime's own time (docs/runtime.md, "The runtime's own time"): a stack's
 profile times its ops alone, a run also spends time between them (sends and receives posted,
-Python between actions) and waits for a neighbour's activation. The probe runs a ZB-H1 plan
-of the stack with torch.distributed.pipelining on two CPU ranks and keeps only those two
-times; its ops' own times are left to the profile. It runs the stack itself, not an empty
-stage: the runtime's time between ops grows with the work around it.
+Python between actions) and waits for a neighbour's output, and on a CPU its ops run slower
+than alone, its communication threads sharing the cores. The probe runs a ZB-H1 plan of the
+stack with torch.distributed.pipelining on two CPU ranks and measures all three. It runs the
+stack itself, not an empty stage: the runtime's time between ops grows with the work around it.
 """
 
 from __future__ import annotations
@@ -22,15 +22,28 @@ from .profiling import LayerShape
 PROBE_RANKS, PROBE_MICROBATCHES = 2, 8
 
 
-def probe_runtime(shape: LayerShape, steps: int = 10, warmup: int = 3) -> dict:
-    """The median gap before an op whose inputs were there (`op_overhead`, ms) and the median
-    wait for a neighbour's activation beyond it (`comm`, ms), activations of `shape`'s size."""
-    problem = build_problem(PROBE_RANKS, PROBE_MICROBATCHES, StageCost(1.0, 1.0, 1.0))
+def probe_runtime(shape: LayerShape, costs: dict, first: dict | None, steps: int = 10, warmup: int = 3) -> dict:
+    """Run a ZB-H1 plan of the stack, timed alone as `costs` (F, B, W, BW in ms) and `first`
+    (the first stage's), and say what the runtime adds: the median gap before an op whose
+    inputs were there (`op_overhead`, ms), the median wait for a neighbour's output beyond
+    it (`comm`, ms) and, per kind, the ops' time in the run over their time alone (`factors`;
+    on a CPU the ranks' communication threads share the cores the ops run on)."""
+    record = StageCost(costs["F"], costs["B"], costs["W"], fused=costs.get("BW"))
+    problem = build_problem(PROBE_RANKS, PROBE_MICROBATCHES, record, first_stage=_fields(first))
     plan = run_baseline("zb-h1", problem)  # B and W apart, as torch runs a zero-bubble plan
     run = measured_run(plan, run_plan(plan, shape, steps, warmup))
     if not run.overheads or not run.waits:
         raise UsageError("the runtime probe saw no gap or no wait to measure")  # a 2-rank ZB-H1 has both
+    factors = {kind: took / planned for kind, (_, took, planned) in run.kinds.items() if planned > 0}
+    backward = [run.kinds[kind] for kind in ("B", "W") if kind in run.kinds]
+    factors["BW"] = sum(k[1] for k in backward) / sum(k[2] for k in backward)  # a fused backward does B's and W's work
     overhead = statistics.median(run.overheads)
-    return {"op_overhead": overhead, "comm": max(0.0, statistics.median(run.waits) - overhead),
+    return {"op_overhead": overhead, "comm": max(0.0, statistics.median(run.waits) - overhead), "factors": factors,
             "ranks": PROBE_RANKS, "microbatches": PROBE_MICROBATCHES, "steps": steps,
             "gaps": len(run.overheads), "waits": len(run.waits)}
+
+
+def _fields(first: dict | None) -> dict | None:
+    if first is None:
+        return None
+    return {("fused" if kind == "BW" else kind): value for kind, value in first.items()}
