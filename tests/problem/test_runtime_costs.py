@@ -3,13 +3,14 @@ gradient (torch skips B there), and a per-op overhead that does not shrink with 
 
 import json
 
+import jsonschema
 import pytest
 
 from zbsolve.baselines import run_baseline
 from zbsolve.baselines.reference import one_f_one_b_reference
 from zbsolve.cli import main
 from zbsolve.errors import ProblemError, ProfileError
-from zbsolve.formats.schedule_json import read_schedule, write_schedule
+from zbsolve.formats.schedule_json import json_schema, read_schedule, write_schedule
 from zbsolve.problem.placements import build_problem
 from zbsolve.problem.problem import StageCost
 from zbsolve.problem.profiles import profile_from_dict
@@ -65,7 +66,9 @@ def test_profiles_and_schedule_files_carry_them(tmp_path):
     schedule = run_baseline("1f1b", problem)
     validate(schedule)
     write_schedule(schedule, tmp_path / "s.json")
-    assert json.loads((tmp_path / "s.json").read_text())["problem"]["op_overhead"] == 0.25
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert written["problem"]["op_overhead"] == 0.25
+    jsonschema.validate(written, json_schema())
     assert read_schedule(tmp_path / "s.json").problem.op_overhead == 0.25
     for bad, message in (({"first_stage": {"stage": 0, "B": 0}}, "takes no 'stage'"),
                          ({"first_stage": {"X": 1}}, "unknown key 'X'"),

@@ -162,8 +162,10 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     shape = shape_from(args)
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
+    from zbsolve.runtime.runtime_probe import probe_runtime
+
     document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward,
-                                args.probe_runtime)
+                                probe_runtime if args.probe_runtime else None)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
     c, unit = document["costs"], document["memory_unit"]

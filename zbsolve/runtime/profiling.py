@@ -14,6 +14,7 @@ from __future__ import annotations
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from zbsolve.errors import UsageError
@@ -266,22 +267,20 @@ def memory_unit(activation_gb: float) -> tuple[str, float]:
 
 
 def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5, dtype: str = "float32",
-                     backward: str = "products", probe: bool = False) -> dict:
+                     backward: str = "products", probe: Callable | None = None) -> dict:
     """A profile in the models/ format, with hardware, torch version and settings recorded.
     With `backward="torch"` the pipe's first stage, whose input needs no gradient, has its own
-    record; with `probe` the times are as torch's runtime runs them (runtime_probe.py)."""
+    record; with `probe` (runtime_probe.probe_runtime) the times are as torch's runtime runs them."""
     torch = _torch()
-    if probe and (device, dtype, backward) != ("cpu", "float32", "torch"):
+    if probe is not None and (device, dtype, backward) != ("cpu", "float32", "torch"):
         raise UsageError("--probe-runtime runs torch's pipeline runtime on CPU ranks in float32 and needs its "
                          f"split backward timed (--backward torch); this profile is {device}, {dtype}, "
                          f"--backward {backward}")
     costs = measure(shape, device, repeats, dtype=dtype, backward=backward)
     first = costs.pop("first", None)
     runtime = None
-    if probe:
-        from .runtime_probe import probe_runtime
-
-        runtime = probe_runtime(shape, costs, first)
+    if probe is not None:
+        runtime = probe(shape, costs, first)
         runtime["alone"] = {kind: costs[kind] for kind in ("F", "B", "W", "BW")}
         factors = runtime["factors"]
         for kind in ("F", "B", "W", "BW"):
