@@ -57,7 +57,8 @@ def windows_after_mirrored(data, seconds=1.0):
     """A short mirror-image search, then pair window search from its schedule: the starting
     (starts, ends, pairs) in solver units and what the search returned."""
     settings, state = RunSettings(time_limit=2.0, workers=2), SearchState(data)
-    first = cpsat_model._search_mirrored(data, settings, state, 0.5)
+    # work-limited, so that a loaded machine cannot cut it before its first schedule
+    first = cpsat_model._search_mirrored(data, RunSettings(time_limit=2.0, deterministic=True), state, 0.5)
     assert first.status == "feasible"
     begun = pair_window.compressed(data, first.starts, set(first.pairs))
     model, start, pairs = cpsat_model.mirrored_model(data, state, mirror.twins(data))
