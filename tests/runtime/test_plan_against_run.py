@@ -61,6 +61,7 @@ def test_a_run_keeps_the_plan_s_order_and_says_how_it_compares(tmp_path, capsys,
     assert code == 0
     assert out.startswith("step: planned ") and "F: measured " in out and "W: measured " in out
     assert "drifts past 10%" in out or "plan and run agree" in out
+    assert ("drifts past 10%" in out) == ("to plan with what ran: zbsolve profile --from-run " in out)
     measured = read_schedule(tmp_path / "measured.json")
     assert measured.solver.status == "measured" and measured.problem == plan.problem
     validate(measured)  # every op once on its device, one at a time as listed, after its inputs

@@ -84,11 +84,15 @@ def run_run(args: argparse.Namespace) -> int:
           file=sys.stderr)
     run = measured_run(plan, run_plan(plan, shape, args.steps, args.warmup, args.device, dtype))
     validate(run.schedule)  # every op once, one at a time in order, after its inputs
-    for line in verdict(run):
+    lines = verdict(run)
+    for line in lines:
         print(line)
     if args.output:
         write_schedule(run.schedule, args.output)
         print(f"wrote {args.output}")
+        if lines[-1].startswith("drifts past"):
+            print(f"to plan with what ran: zbsolve profile --from-run {args.output} -o calibrated.json, then solve "
+                  "with --profile calibrated.json")
     if args.trace:
         write_chrome_trace(run.schedule, args.trace)
         print(f"wrote {args.trace}")
