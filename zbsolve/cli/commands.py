@@ -162,10 +162,10 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     shape = shape_from(args)
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
-    from zbsolve.runtime.runtime_probe import probe_runtime
-
-    document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward,
-                                probe_runtime if args.probe_runtime else None)
+    probe = None
+    if args.probe_runtime:
+        from zbsolve.runtime.runtime_probe import probe_runtime as probe
+    document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward, probe)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")
     c, unit = document["costs"], document["memory_unit"]
@@ -176,10 +176,10 @@ def run_profile(args: argparse.Namespace) -> int:
         o = document["first_stage"]
         print(f"the pipe's first stage (its input needs no gradient): F {o['F']:.4g} ms, B {o['B']:.4g} ms, "
               f"W {o['W']:.4g} ms, fused BW {o['BW']:.4g} ms")
-    probe = document["measured"].get("runtime_probe")
-    if probe is not None:
-        factors = ", ".join(f"{kind} {probe['factors'][kind]:.3g}" for kind in ("F", "B", "W", "BW"))
-        print(f"in torch's pipeline runtime on {probe['ranks']} CPU ranks the ops took {factors} x their time "
+    probed = document["measured"].get("runtime_probe")
+    if probed is not None:
+        factors = ", ".join(f"{kind} {probed['factors'][kind]:.3g}" for kind in ("F", "B", "W", "BW"))
+        print(f"in torch's pipeline runtime on {probed['ranks']} CPU ranks the ops took {factors} x their time "
               f"alone (the times above); {document['op_overhead']:.4g} ms between ops (op_overhead), "
               f"{document['comm']:.4g} ms more waiting for a neighbour (comm)")
     print(f"wrote {args.output}")
@@ -241,7 +241,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p.add_argument("--backward", choices=BACKWARDS, default="products",
                    help="how B and W are split: products (default) times the weight-gradient products alone, "
                         "as a hand-written split runs them; torch times torch.distributed.pipelining's split "
-                        "(its W runs autograd again; its first rank-stage does all of the backward in W), "
+                        "(its W runs autograd again; the pipe's first stage does all of its backward in W), "
                         "for plans that torch's runtime will run")
     p.add_argument("--probe-runtime", action="store_true",
                    help="with --backward torch on the CPU: also run a ZB-H1 plan of the stack with "

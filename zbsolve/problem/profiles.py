@@ -69,7 +69,8 @@ def _number(value: Any, where: str) -> float:
     return number
 
 
-def _cost_fields(record: Any, where: str, *, partial: bool = False) -> dict:
+def cost_fields(record: Any, where: str, *, partial: bool = False) -> dict:
+    """A cost record's fields, checked, as StageCost names them (`BW` is `fused`)."""
     if not isinstance(record, dict):
         raise ProfileError(f"{where} must be an object with keys {', '.join(COST_KEYS)}")
     allowed = set(COST_KEYS) | ({"stage"} if partial else set())
@@ -87,7 +88,7 @@ def _cost_fields(record: Any, where: str, *, partial: bool = False) -> dict:
 
 
 def _cost(record: Any, where: str) -> StageCost:
-    values = _cost_fields(record, where)
+    values = cost_fields(record, where)
     values.setdefault("activation", 1.0)
     values.setdefault("residual", 0.5 * values["activation"])
     if values["residual"] > values["activation"]:
@@ -116,14 +117,14 @@ def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
         raise ProfileError(f"{origin}: 'overrides' must be a list of per-stage records")
     for j, entry in enumerate(data.get("overrides", [])):
         where = f"{origin}: overrides[{j}]"
-        fields = _cost_fields(entry, where, partial=True)
+        fields = cost_fields(entry, where, partial=True)
         stage = entry.get("stage")
         if isinstance(stage, bool) or not isinstance(stage, int):
             raise ProfileError(f"{where}.stage must be an integer rank-stage index, got {stage!r}")
         overrides.append((stage, fields))
     first_stage = None
     if "first_stage" in data:
-        first_stage = _cost_fields(data["first_stage"], f"{origin}: first_stage", partial=True)
+        first_stage = cost_fields(data["first_stage"], f"{origin}: first_stage", partial=True)
         if "stage" in data["first_stage"]:
             raise ProfileError(f"{origin}: first_stage is the pipe's first stage; it takes no 'stage'")
     counts = {}

@@ -67,6 +67,12 @@ class Run:
     peaks_bytes: list[float]  # per rank, the median step's
     allocator_bytes: list[float]  # per rank, the median step's allocator peak above its start (CUDA; else 0)
 
+    def ratio(self, *kinds: str) -> float | None:
+        """The kinds' measured time over their planned time, all their ops together (weighted
+        by time: a first stage's B of next to nothing weighs next to nothing); None if unplanned."""
+        planned = sum(self.kinds[k][2] for k in kinds if k in self.kinds)
+        return sum(self.kinds[k][1] for k in kinds if k in self.kinds) / planned if planned > 0 else None
+
 
 def measured_run(plan: Schedule, ranks: list[dict]) -> Run:
     """The plan's ops as they ran; times in the plan's unit (ms expected: the host clock is in s)."""
@@ -151,10 +157,10 @@ def verdict(run: Run) -> list[str]:
     if abs(measured - planned) > DRIFT * planned:
         drift.append("the step")
     for kind in ("F", "B", "W", "BW"):
-        if kind in run.kinds and run.kinds[kind][2] > 0:
-            count, took, planned_time = run.kinds[kind]
-            ratio = took / planned_time  # time-weighted: a first stage's B of next to nothing weighs next to nothing
-            lines.append(f"{kind}: measured {ratio:.3f} x the plan's time ({count} ops' time over their planned time)")
+        ratio = run.ratio(kind)
+        if ratio is not None:
+            lines.append(f"{kind}: measured {ratio:.3f} x the plan's time ({run.kinds[kind][0]} ops' time over their "
+                         "planned time)")
             if abs(ratio - 1) > DRIFT:
                 drift.append(f"{kind} ops")
     comm, overhead = plan.problem.comm, plan.problem.op_overhead

@@ -314,7 +314,7 @@ def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5
         document["measured"]["runtime_probe"] = {
             k: ({kind: float(f"{x:.4g}") for kind, x in v.items()} if isinstance(v, dict) else v)
             for k, v in runtime.items() if k not in ("op_overhead", "comm")}
-        document["source"] += ", as torch's runtime ran them on 2 CPU ranks (--probe-runtime)"
+        document["source"] += f", as torch's runtime ran them on {runtime['ranks']} CPU ranks (--probe-runtime)"
     return document
 
 

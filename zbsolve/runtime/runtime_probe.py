@@ -14,6 +14,7 @@ from zbsolve.baselines import run_baseline
 from zbsolve.errors import UsageError
 from zbsolve.problem.placements import build_problem
 from zbsolve.problem.problem import StageCost
+from zbsolve.problem.profiles import cost_fields
 
 from .execute import run_plan
 from .measured import measured_run
@@ -29,21 +30,16 @@ def probe_runtime(shape: LayerShape, costs: dict, first: dict | None, steps: int
     it (`comm`, ms) and, per kind, the ops' time in the run over their time alone (`factors`;
     on a CPU the ranks' communication threads share the cores the ops run on)."""
     record = StageCost(costs["F"], costs["B"], costs["W"], fused=costs.get("BW"))
-    problem = build_problem(PROBE_RANKS, PROBE_MICROBATCHES, record, first_stage=_fields(first))
+    first_stage = None if first is None else cost_fields(first, "the first stage", partial=True)
+    problem = build_problem(PROBE_RANKS, PROBE_MICROBATCHES, record, first_stage=first_stage)
     plan = run_baseline("zb-h1", problem)  # B and W apart, as torch runs a zero-bubble plan
     run = measured_run(plan, run_plan(plan, shape, steps, warmup))
     if not run.overheads or not run.waits:
         raise UsageError("the runtime probe saw no gap or no wait to measure")  # a 2-rank ZB-H1 has both
-    factors = {kind: took / planned for kind, (_, took, planned) in run.kinds.items() if planned > 0}
-    backward = [run.kinds[kind] for kind in ("B", "W") if kind in run.kinds]
-    factors["BW"] = sum(k[1] for k in backward) / sum(k[2] for k in backward)  # a fused backward does B's and W's work
+    # a fused backward does B's and W's work
+    factors = {kind: run.ratio(*(("B", "W") if kind == "BW" else (kind,))) for kind in ("F", "B", "W", "BW")}
     overhead = statistics.median(run.overheads)
     return {"op_overhead": overhead, "comm": max(0.0, statistics.median(run.waits) - overhead), "factors": factors,
             "ranks": PROBE_RANKS, "microbatches": PROBE_MICROBATCHES, "steps": steps,
             "gaps": len(run.overheads), "waits": len(run.waits)}
 
-
-def _fields(first: dict | None) -> dict | None:
-    if first is None:
-        return None
-    return {("fused" if kind == "BW" else kind): value for kind, value in first.items()}

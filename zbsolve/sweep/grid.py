@@ -80,20 +80,25 @@ class CostModel:
             return [self.rank_costs[0]] * P
         if P == self.devices:
             return list(self.rank_costs)
-        if self.layers is None:
-            raise UsageError(f"the costs are for {self.devices} ranks; --stages {P} needs a profile whose "
-                             "model names its layers (model.layers), so per-stage costs can follow P")
+        share = self._share(P)
         if len(set(self.rank_costs)) > 1:  # the first stage apart: `first_stage` scales on its own
             raise UsageError(f"the profile's stages differ; it can only be swept at its own {self.devices} ranks")
-        c, scale = self.rank_costs[0], self.devices / P  # a rank's share of the layers
-        return [c.scaled(scale)] * P
+        return [self.rank_costs[0].scaled(share)] * P
 
     def first_stage_for(self, P: int) -> dict | None:
         """The first stage's fields for P ranks, scaled as `costs_for` scales the rest."""
         if self.first_stage is None:
             return None
-        scale = 1.0 if self.devices is None or P == self.devices else self.devices / P
-        return {k: v * scale for k, v in self.first_stage}
+        return {k: v * self._share(P) for k, v in self.first_stage}
+
+    def _share(self, P: int) -> float:
+        """A rank-stage's share of the layers at P ranks against the costs' own."""
+        if self.devices is None or P == self.devices:
+            return 1.0
+        if self.layers is None:
+            raise UsageError(f"the costs are for {self.devices} ranks; --stages {P} needs a profile whose "
+                             "model names its layers (model.layers), so per-stage costs can follow P")
+        return self.devices / P
 
 
 def cost_model(profile: Profile | None, rank_costs: list[StageCost], devices: int, comm: float,
