@@ -30,8 +30,14 @@ def add_problem_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--microbatches", "-m", type=int, metavar="M", help="microbatches per step")
     group.add_argument("--placement", default="single", help=f"{PLACEMENT_HELP} (default single)")
     add_cost_options(group)
-    group.add_argument("--memory", metavar="LIMIT", help=f"per-device memory limit: {MEMORY_HELP} (default none)")
+    group.add_argument("--memory", metavar="LIMIT",
+                       help=f"per-device memory limit: {help_text(MEMORY_HELP)} (default none)")
     group.add_argument("--objective", default="makespan", choices=OBJECTIVES, help="what to minimise")
+
+
+def help_text(text: str) -> str:
+    """A shared phrase as argparse help, which formats it with %: a bare % (as in N%) breaks --help."""
+    return text.replace("%", "%%")
 
 
 def add_cost_options(group: argparse._ArgumentGroup) -> None:
