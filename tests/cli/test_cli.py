@@ -487,6 +487,35 @@ def test_progress_written_to_a_log_shows_each_change_once(capsys):
     ]
 
 
+def test_a_log_gets_a_progress_line_at_least_every_heartbeat(capsys):
+    from zbsolve.cli.solve import HEARTBEAT_S, ProgressLine
+
+    line = ProgressLine("cpsat", "ms", enabled=True)
+    line(1504.38, 1369.8, 0.4)
+    line(1504.38, 1369.8, 0.4 + HEARTBEAT_S - 0.1)  # unchanged, and too soon
+    line(1504.38, 1369.8, 0.4 + HEARTBEAT_S)  # unchanged, but the log has been silent long enough
+    assert [row.split("s ")[0].split()[-1] for row in capsys.readouterr().err.splitlines()] == ["0.4", "5.4"]
+
+
+def test_a_silent_phase_still_writes_lines_to_a_log(capsys):
+    import time
+
+    from zbsolve.cli.solve import ProgressLine
+
+    deadline = time.monotonic() + 30  # one report, then the heartbeat alone writes; no verdict on speed
+    rows: list[str] = []
+    line = ProgressLine("cpsat", "ms", enabled=True)
+    line.start(every=0.01, heartbeat=0.05)
+    line(1504.38, 1369.8, 0.4)
+    while len(rows) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        rows += capsys.readouterr().err.splitlines()
+    line.close()
+    assert len(rows) >= 3 and all(r.endswith("best 1504.38 ms  bound 1369.8  gap 8.95%") for r in rows)
+    clock = [float(r.split()[1].rstrip("s")) for r in rows]
+    assert clock == sorted(clock) and clock[0] == 0.4 and clock[-1] > 0.4
+
+
 def test_on_a_terminal_the_progress_clock_moves_between_reports(capsys):
     import re
     import time

@@ -52,7 +52,7 @@ def test_a_csv_of_other_stages_is_refused_in_one_line(capsys, tmp_path):
     csv = exported(capsys, tmp_path)
     code, _, err = run(capsys, "validate", csv, "--stages", "4", "--microbatches", "8")
     assert code == 1 and err.count("\n") == 1
-    assert "row 1, action '4F0': stage 4, but the problem has 4 stages" in err
+    assert "row 1, action '4F0': stage 4, but the problem has stages 0-3" in err
 
 
 def test_compare_shows_a_given_schedule_and_solve_starts_from_it(capsys, tmp_path):

@@ -37,13 +37,14 @@ def test_a_csv_that_does_not_match_the_problem_is_refused_naming_the_row_and_act
     validate(read_torch_csv(_csv(tmp_path, good), problem))
     cases = [
         ([good[0]], "1 rows, one per rank expected (2)"),
-        ([good[0], ["2F0", *good[1][1:]]], "row 2, action '2F0': stage 2, but the problem has 2 stages"),
+        ([good[0], ["2F0", *good[1][1:]]], "row 2, action '2F0': stage 2, but the problem has stages 0-1"),
         ([good[1], good[0]], "row 1, action '1F0': stage 1 runs on rank 1"),
         ([good[0] + ["0F1"], good[1]], "row 1, action '0F1': F pipe 0 stage 0 microbatch 1 is already in row 1"),
         ([good[0][1:], good[1]], "row 1 lacks 0F0"),
         ([[t for t in good[0] if t != "0W1"], good[1]], "row 1 lacks 0W1"),
         ([good[0], ["1F0", "1SEND_B0", *good[1][1:]]], "row 2, action '1SEND_B0': not a compute action"),
-        ([good[0], ["1F0", "1F2", *good[1][1:]]], "row 2, action '1F2': microbatch 2, but the problem has 2"),
+        ([good[0], ["1F0", "1F2", *good[1][1:]]],
+         "row 2, action '1F2': microbatch 2, but the problem has microbatches 0-1"),
         ([good[0], ["1I0", "1F0", *good[1][2:]]], "cannot run"),
     ]
     for rows, said in cases:

@@ -65,3 +65,18 @@ def test_the_header_and_table_give_memory_in_the_profile_s_unit(capsys):
     assert "in no named unit" in capsys.readouterr().err
     assert main(["compare", "-p", "4", "-m", "8", "--memory", "6GB", "--memory-unit", "GB", "--no-solve"]) == 0
     assert "memory limit 6 GB" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, bare", [("1.5", "1.5"), ("20,20GB", "20"), (" 7 ", "7")])
+def test_a_bare_number_where_the_costs_count_bytes_is_refused_with_both_readings(text, bare):
+    with pytest.raises(ProblemError) as refused:
+        build_problem(2, 4, StageCost(1, 1, 1, 3, 1.5), memory=text, memory_unit_name="GB")
+    said = str(refused.value)
+    assert f"write {bare}x for {bare} times U" in said and f"or {bare}GB for an amount" in said
+
+
+def test_a_bare_number_stays_an_amount_where_the_unit_is_no_byte_unit_or_a_number_is_given():
+    cost = StageCost(1, 1, 1, 3, 1.5)
+    assert build_problem(2, 4, cost, memory="7", memory_unit_name="units").memory_limit == (7.0, 7.0)
+    assert build_problem(2, 4, cost, memory="7").memory_limit == (7.0, 7.0)
+    assert build_problem(2, 4, cost, memory=7.0, memory_unit_name="GB").memory_limit == (7.0, 7.0)

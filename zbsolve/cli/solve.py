@@ -19,6 +19,8 @@ from zbsolve.solvers.registry import get as get_backend
 from .options import add_problem_options, problem_from_args
 from .outputs import baseline_rows, check_outputs, given_rows, print_comparison, write_outputs
 
+HEARTBEAT_S = 5.0  # the longest a log goes without a progress line while a solve runs
+
 
 class ProgressLine:
     """Live best value, bound and elapsed time on stderr, at most a few lines a second.
@@ -26,9 +28,10 @@ class ProgressLine:
     On a terminal one line is rewritten in place, and between reports a clock thread
     (`start`) keeps its elapsed time moving: a phase can go silent for many seconds (CP-SAT's
     presolve of a large model, a window search finding nothing better), and a frozen line
-    reads as a hung solve. Otherwise (a log file, a pipe) a line is written only when the
-    best value or the bound it shows has changed: phases report solutions they have already
-    reported, or worse ones, and repeating them only lengthens the log."""
+    reads as a hung solve. Otherwise (a log file, a pipe) a line is written when the best
+    value or the bound it shows has changed (phases report solutions they have already
+    reported, or worse ones, and repeating them only lengthens the log), and at least every
+    `HEARTBEAT_S` of the solve, so that a log shows the solve is alive."""
 
     def __init__(self, solver: str, unit: str, enabled: bool) -> None:
         self.solver, self.unit, self.enabled = solver, unit, enabled
@@ -40,20 +43,29 @@ class ProgressLine:
         self.reported: tuple[float, float] | None = None  # (elapsed, clock) of the latest report
         self.stopped = threading.Event()
         self.clock: threading.Thread | None = None
+        self.heartbeat = HEARTBEAT_S
 
-    def start(self, every: float = 0.5) -> None:
-        """On a terminal, redraw the line every `every` seconds, its elapsed time counted on
-        from the latest report's (reports keep the solve's own clock)."""
-        if not (self.enabled and self.tty) or self.clock is not None:
+    def start(self, every: float = 0.5, heartbeat: float = HEARTBEAT_S) -> None:
+        """Keep the line moving between reports: on a terminal redraw it every `every`
+        seconds, elsewhere write it again once `heartbeat` seconds pass without a line; its
+        elapsed time is counted on from the latest report's (reports keep the solve's clock)."""
+        if not self.enabled or self.clock is not None:
             return
+        self.heartbeat = heartbeat
 
         def tick() -> None:
             while not self.stopped.wait(every):
                 with self.lock:
-                    if self.reported is not None and self.last:  # drawn at least once
-                        elapsed, at = self.reported
+                    if self.reported is None or not self.last:  # nothing drawn yet
+                        continue
+                    elapsed, at = self.reported
+                    now = elapsed + time.monotonic() - at
+                    if self.tty:
                         self.last = self._state()
-                        self._draw(elapsed + time.monotonic() - at, self.last)
+                        self._draw(now, self.last)
+                    elif now - self.shown >= self.heartbeat:
+                        self.shown = now
+                        self._draw(now, self.last)
 
         self.clock = threading.Thread(target=tick, name="zbsolve-progress-clock", daemon=True)
         self.clock.start()
@@ -70,7 +82,7 @@ class ProgressLine:
             if elapsed - self.shown < (0.25 if self.tty else 2.0) and best is None:
                 return
             state = self._state()
-            if not self.tty and state == self.last:
+            if not self.tty and state == self.last and elapsed - self.shown < self.heartbeat:
                 return
             self.shown, self.last = elapsed, state
             self._draw(elapsed, state)

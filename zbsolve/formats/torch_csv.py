@@ -110,10 +110,11 @@ def _op(text: str, where: str, problem: Problem, rank: int) -> Op:
     stage, kind, microbatch = int(match.group(1)), OUR_KIND[match.group(2)], int(match.group(3))
     pipe = problem.pipes[0]
     if stage >= len(pipe.stages):
-        raise ScheduleFileError(f"{where}: stage {stage}, but the problem has {len(pipe.stages)} stages "
+        raise ScheduleFileError(f"{where}: stage {stage}, but the problem has stages 0-{len(pipe.stages) - 1} "
                                 f"({problem.placement} on {problem.devices} ranks)")
     if microbatch not in pipe.microbatches:
-        raise ScheduleFileError(f"{where}: microbatch {microbatch}, but the problem has {problem.microbatches}")
+        raise ScheduleFileError(f"{where}: microbatch {microbatch}, but the problem has microbatches "
+                                f"0-{problem.microbatches - 1}")
     if pipe.stages[stage].device != rank:
         raise ScheduleFileError(f"{where}: stage {stage} runs on rank {pipe.stages[stage].device} in this "
                                 f"problem ({problem.placement}), not on rank {rank}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from zbsolve.errors import ProblemError
 from zbsolve.problem.problem import Pipe, Problem, Stage, StageCost, check_count, finite
 from zbsolve.problem.size import check_op_count, shape
-from zbsolve.problem.units import amount_in
+from zbsolve.problem.units import amount_in, bytes_per
 
 PLACEMENT_HELP = "single, interleaved:V (V >= 1), vshape or bidirectional"
 
@@ -102,6 +102,18 @@ def _amount(text: str, unit: str | None) -> float:
     return float(text) if converted is None else converted
 
 
+def _refuse_bare_amounts(text: str, unit: str | None) -> None:
+    """A bare number typed where the costs count bytes is ambiguous: `1.5` was meant as 1.5x
+    as often as 1.5 GB. Where the unit is no byte unit a bare number is the only way to write it."""
+    if bytes_per(unit) is None:
+        return
+    bare = [p.strip() for p in text.split(",") if amount_in(p, unit) is None]
+    if bare:
+        raise ProblemError(f"memory {text.strip()!r}: {bare[0]!r} is a bare number and the costs count memory in "
+                           f"{unit}: write {bare[0]}x for {bare[0]} times U (1F1B's peak) or {bare[0]}{unit} "
+                           "for an amount")
+
+
 def _factor(text: str) -> float:
     """A positive finite multiple; ValueError otherwise (reported as a malformed limit)."""
     factor = float(text)
@@ -144,7 +156,9 @@ def parse_memory(
                 raise ProblemError(f"memory {text!r} is a multiple of U, 1F1B's peak, which is 0 here "
                                    "(no stage has an activation); give an absolute limit or none")
             return (factor * unit,) * P
-        parts = [_amount(p, problem_without_limit.memory_unit_name) for p in str(text).strip().split(",")]
+        unit_name = problem_without_limit.memory_unit_name
+        parts = [_amount(p, unit_name) for p in str(text).strip().split(",")]
+        _refuse_bare_amounts(str(text), unit_name)
     except ValueError:
         raise ProblemError(f"memory must be {MEMORY_HELP}; got {text!r}") from None
     if not all(math.isfinite(p) and p > 0 for p in parts):
