@@ -186,6 +186,24 @@ def run_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_profiles(args: argparse.Namespace) -> int:
+    """The shipped profiles, a line each: what `--profile NAME` finds from any folder."""
+    from zbsolve.problem.profiles import load_profile, shipped_profiles
+
+    for name, path in shipped_profiles().items():
+        profile = load_profile(path)
+        c = profile.costs if profile.costs is not None else None
+        costs = (f"F {c.F:g} B {c.B:g} W {c.W:g} {profile.time_unit}, activation {c.activation:g} "
+                 f"{profile.extra.get('memory_unit', 'units')}" if c is not None
+                 else f"{len(profile.stage_costs or ())} per-stage records")
+        ranks = f", P={profile.devices}" if profile.devices else ""
+        print(f"{name:<20} {costs}{ranks}")
+        if args.verbose:
+            print(f"{'':<20} {profile.source}")
+    print(f"(from {path.parent}; give --profile NAME)")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     def command(name: str, help_text: str, run) -> argparse.ArgumentParser:
         parser = sub.add_parser(name, help=help_text, description=help_text, epilog=exit_codes,
@@ -253,7 +271,12 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
                                                          "(zbsolve run -o) instead of measuring a stack")
     p.add_argument("--repeats", type=int, default=5, help="timed runs after 2 warm-ups; the median is kept")
     p.add_argument("--name", help="profile name (default: the output file's name)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON (models/ format)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="profile JSON (the format of the shipped ones: zbsolve profiles)")
+
+    p = command("profiles", "list the cost profiles shipped with zbsolve (--profile NAME finds them anywhere)",
+                run_profiles)
+    p.add_argument("-v", "--verbose", action="store_true", help="also say where each profile's numbers come from")
 
     p = command("export", "convert a schedule file to another tool's format", run_export)
     p.add_argument("file", help=SCHEDULE_FILE_HELP)

@@ -1,4 +1,5 @@
-"""Cost profiles (`models/*.json`): one cost record per rank-stage of the single placement.
+"""Cost profiles, shipped (`zbsolve/models/*.json`) or the user's own: one cost record per
+rank-stage of the single placement.
 
 A profile gives either uniform `costs` (any number of ranks) or a list `stage_costs` of
 one record per rank-stage, plus optional `overrides` for single rank-stages (negative
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from zbsolve.errors import ProfileError
@@ -156,8 +158,31 @@ def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
     )
 
 
+SHIPPED = Path(__file__).resolve().parent.parent / "models"  # installed with the package
+
+
+def shipped_profiles() -> dict[str, Path]:
+    """The profiles that come with zbsolve, by name (the file's name without .json)."""
+    return {p.stem: p for p in sorted(SHIPPED.glob("*.json"))}
+
+
+def resolve_profile(path: str | os.PathLike) -> Path:
+    """A file that exists, else a shipped profile named by it: `zb-6.2b`, `zb-6.2b.json` or
+    `models/zb-6.2b.json` (the checkout's path, typed in another folder)."""
+    given = Path(path)
+    if given.exists():
+        return given
+    shipped = shipped_profiles()
+    name = given.name[:-len(".json")] if given.name.endswith(".json") else given.name  # zb-6.2b has a "suffix"
+    if given.parent in (Path("."), Path("models")) and name in shipped:
+        return shipped[name]
+    raise ProfileError(f"profile {path}: no such file, nor a shipped profile (zbsolve profiles lists them: "
+                       f"{', '.join(shipped)})")
+
+
 def load_profile(path: str | os.PathLike) -> Profile:
     try:
+        path = resolve_profile(path)
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except FileNotFoundError:
