@@ -44,7 +44,8 @@ def plan(out: Path, profile: Path, placement: str, memory: str, how: str, tag: s
     if how == "1f1b":
         zbsolve("baseline", "1f1b", *common, "--no-split-backward")  # BW at the profile's fused time
     else:
-        zbsolve("solve", *common, "--time-limit", "20", "--workers", "1", "-q")
+        # The split solve: the fused backward is the 1f1b case (a plain solve would also try it).
+        zbsolve("solve", *common, "--split-backward", "--time-limit", "20", "--workers", "1", "-q")
     return path
 
 

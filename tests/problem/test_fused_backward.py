@@ -2,6 +2,7 @@
 cheaply than it splits them. Only a problem that fuses them times BW by it."""
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -60,9 +61,15 @@ def _written(tmp_path, problem) -> str:
 def test_the_table_says_what_1f1b_takes_with_the_fused_backward(tmp_path, capsys):
     path = tmp_path / "fused.json"
     path.write_text(json.dumps({"name": "f", "source": "test", "costs": {"F": 1, "B": 1, "W": 1, "BW": 1.5}}))
-    assert main(["compare", "--profile", str(path), "--stages", "2", "--microbatches", "2", "--no-solve"]) == 0
+    assert main(["compare", "--profile", str(path), "--stages", "2", "--microbatches", "2", "--no-solve",
+                 "--split-backward"]) == 0
     out = capsys.readouterr().out
     assert "BW=1.5" in out and "takes 7.5 ms against 9 ms above" in out
+    # without --split-backward the fused backward is a choice of its own, its 1F1B a row
+    assert main(["compare", "--profile", str(path), "--stages", "2", "--microbatches", "2", "--no-solve"]) == 0
+    out = capsys.readouterr().out
+    assert "placements single, single fused" in out
+    assert re.search(r"^single fused: 1f1b +7\.5 ", out, re.MULTILINE)
     assert main(["compare", "--profile", str(path), "--stages", "2", "--microbatches", "2", "--no-solve",
                  "--B", "2"]) == 0
     assert "BW=" not in capsys.readouterr().out  # measured with the profile's B, it no longer holds
@@ -70,7 +77,7 @@ def test_the_table_says_what_1f1b_takes_with_the_fused_backward(tmp_path, capsys
     assert "fused backward" not in capsys.readouterr().out
     # the split solve reaches 7 (F, B on device 1 while device 0 works, W's in the gaps): no hint
     args = ["compare", "--profile", str(path), "--stages", "2", "--microbatches", "2", "--time-limit", "2",
-            "--workers", "1", "-q"]
+            "--workers", "1", "-q", "--split-backward"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "optimal" in out and "takes 7.5 ms" in out and "faster than the solve" not in out

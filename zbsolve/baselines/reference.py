@@ -64,3 +64,16 @@ def one_f_one_b_reference(problem: Problem) -> Schedule | None:
     pipes: the speed-up against 1F1B is then not defined)."""
     chain = reference_problem(problem)
     return None if chain is None else run_baseline("1f1b", chain)
+
+
+def one_f_one_b_as_run(problem: Problem) -> Schedule | None:
+    """1F1B as a runtime that fuses the backward runs it: where the costs give a fused time
+    (BW) and the problem splits B and W, 1F1B timed with BW when that is faster, named so;
+    else the reference above. A split problem times 1F1B's BW as B + W (docs/design.md)."""
+    split = one_f_one_b_reference(problem)
+    if split is None or not problem.split_backward or all(c.fused is None for c in problem.stage_costs):
+        return split
+    fused = one_f_one_b_reference(replace(problem, split_backward=False))
+    if fused is None or fused.value >= split.value:
+        return split
+    return fused.with_solver(fused.solver, name="1f1b (fused BW)")

@@ -9,15 +9,16 @@ import sys
 from dataclasses import replace
 
 from zbsolve.baselines import BASELINES, run_baseline
-from zbsolve.baselines.reference import one_f_one_b_reference
+from zbsolve.baselines.reference import one_f_one_b_as_run
 from zbsolve.errors import UsageError, ValidationError
 from zbsolve.formats.atomic_files import check_separate, check_writable
 from zbsolve.formats.chrome_trace import chrome_trace, write_chrome_trace
 from zbsolve.formats.torch_csv import torch_csv, write_torch_csv
 from zbsolve.runtime.profiling import BACKWARDS, DTYPES
 from zbsolve.schedule.validator import validate
-from zbsolve.solvers import check_solvable, check_solver_options
+from zbsolve.solvers import check_solver_options
 
+from .choices import choices_from_args, print_choices, solve_choices, timed_rows
 from .inputs import is_csv, read_any
 from .options import add_problem_options, problem_from_args
 from .outputs import (
@@ -34,7 +35,13 @@ from .outputs import (
     write_outputs,
 )
 from .run import add_shape_options, register_run, run_calibration, shape_from
-from .solve import add_least_memory_option, add_solver_options, register_solve, solve_with_progress
+from .solve import (
+    add_least_memory_option,
+    add_solver_options,
+    install_stop_handlers,
+    register_solve,
+    solve_with_progress,
+)
 from .sweep import register_sweep
 from .table import comparison_table
 
@@ -61,7 +68,7 @@ def _plot_reference(choice: str, schedule, args: argparse.Namespace):
     if key == "none":
         return None
     if key == "1f1b":
-        reference = one_f_one_b_reference(schedule.problem)
+        reference = one_f_one_b_as_run(schedule.problem)
         if reference is None:
             print("zbsolve plot: note: the pipes are hand-built (not a named placement), so there is no "
                   "single chain to run 1F1B on; the schedule is drawn alone", file=sys.stderr)
@@ -104,10 +111,18 @@ def run_baseline_command(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     if not args.no_solve:
         check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
-    problem = problem_from_args(args)
+    choices = choices_from_args(args, "compare", solving=not args.no_solve)  # refused before any is timed
     check_compare_outputs(args)
-    if not args.no_solve:
-        check_solvable(problem, args.solver)  # before the hand-made schedules are timed
+    if len(choices) > 1:
+        timed_by_choice = timed_rows(choices, args, "compare", args.schedule)
+        stop = install_stop_handlers()
+        solved_by_choice = ([None] * len(choices) if args.no_solve
+                            else solve_choices(choices, args, timed_by_choice, stop))
+        rows, reference, _ = print_choices("compare", choices, solved_by_choice, timed_by_choice)
+        write_compare_outputs(args, rows, reference)
+        interrupted = stop.is_set() or any(s is not None and s.solver.status == "interrupted" for s in solved_by_choice)
+        return 130 if interrupted else 0
+    problem = choices[0].problem
     timed = baseline_rows(problem) + given_rows(args.schedule, args, problem, "compare")  # the table and the start
     solved = [] if args.no_solve else [solve_with_progress(problem, args, timed)]
     rows, reference = print_comparison("compare", problem, solved, timed)
@@ -228,7 +243,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
 
     p = command("compare", "a solve and every applicable hand-made schedule in one table, 1F1B as reference",
                 run_compare)
-    add_problem_options(p)
+    add_problem_options(p, several=True)
     add_solver_options(p, 10.0)
     add_least_memory_option(p)
     p.add_argument("--no-solve", action="store_true", help="only the hand-made schedules")

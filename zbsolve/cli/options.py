@@ -22,13 +22,21 @@ from zbsolve.problem.placements import (
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile, load_profile
 
+# What `--placement auto` tries (cli/choices.py): each placement family once, interleaved at two chunks.
+AUTO_PLACEMENTS = ("single", "interleaved:2", "vshape", "bidirectional")
+PLACEMENTS_HELP = (f"{PLACEMENT_HELP}; a list of them (single,vshape); or auto: {', '.join(AUTO_PLACEMENTS)}, "
+                   "each that fits P, M and the memory limit. Several are solved in turn, sharing --time-limit, in "
+                   "one table, and the fastest that fits is the answer (default single)")
 
-def add_problem_options(parser: argparse.ArgumentParser) -> None:
+
+def add_problem_options(parser: argparse.ArgumentParser, several: bool = False) -> None:
+    """The problem's options; `several`: --placement may name several placements (solve, compare)."""
     group = parser.add_argument_group("problem")
     group.add_argument("--stages", "-p", type=int, metavar="P",
                        help="pipeline-parallel degree: number of ranks (the papers' p)")
     group.add_argument("--microbatches", "-m", type=int, metavar="M", help="microbatches per step")
-    group.add_argument("--placement", default="single", help=f"{PLACEMENT_HELP} (default single)")
+    group.add_argument("--placement", default="single",
+                       help=PLACEMENTS_HELP if several else f"{PLACEMENT_HELP} (default single)")
     add_cost_options(group)
     group.add_argument("--memory", metavar="LIMIT",
                        help=f"per-device memory limit: {help_text(MEMORY_HELP)} (default none)")
@@ -55,8 +63,12 @@ def add_cost_options(group: argparse._ArgumentGroup) -> None:
                        help="duration of an overlapped F&B pair (DualPipe), between max(F, B + W) and "
                        "F + B + W (a pair absorbs its W), or as a share of F + B (80%%, 0.8x: the pair takes "
                        "0.8 (F + B) + W); default: no overlap")
-    group.add_argument("--no-split-backward", action="store_true",
+    split = group.add_mutually_exclusive_group()
+    split.add_argument("--no-split-backward", action="store_true",
                        help="keep backward fused (BW): no separate B and W ops")
+    split.add_argument("--split-backward", action="store_true",
+                       help="split B and W only; by default solve and compare also solve with the fused backward "
+                            "where the costs give a BW faster than B + W, and answer the faster")
     group.add_argument("--time-unit", help="unit of all times (default: the profile's, else ms)")
     group.add_argument("--memory-unit", metavar="UNIT",
                        help="what --activation, --residual and plain --memory amounts count, such as GB or MB "
@@ -142,7 +154,12 @@ def comm_from_args(args: argparse.Namespace, profile: Profile | None) -> float:
     return profile.comm if profile is not None and profile.comm is not None else 0.0
 
 
-def problem_from_args(args: argparse.Namespace) -> Problem:
+def problem_from_args(args: argparse.Namespace, placement: str | None = None, split_backward: bool | None = None,
+                      notes: bool = True) -> Problem:
+    """The problem the options give; `placement` and `split_backward` in place of the options'
+    (one of several a command solves), `notes` False where an earlier one said them."""
+    placement = args.placement if placement is None else placement
+    split = (not args.no_split_backward) if split_backward is None else split_backward
     check_cost_flags(args)
     profile = load_profile(args.profile) if args.profile else None
     devices = args.stages if args.stages is not None else (profile.devices if profile else None)
@@ -156,7 +173,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
         raise UsageError(f"--stages must be >= 1, got {devices}")
     if microbatches < 1:
         raise UsageError(f"--microbatches must be >= 1, got {microbatches}")
-    check_shape(parse_placement(args.placement), devices, microbatches, not args.no_split_backward)
+    check_shape(parse_placement(placement), devices, microbatches, split)
     rank_costs = rank_costs_from_args(args, profile, profile.rank_costs(devices) if profile else None, devices)
     comm = comm_from_args(args, profile)
     memory = args.memory if args.memory is not None else (profile.memory if profile else None)
@@ -164,9 +181,9 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
         warnings.simplefilter("ignore", ProblemWarning)
         problem = build_problem(
             devices, microbatches, rank_costs,
-            placement=args.placement, comm=comm, memory=memory,
-            split_backward=not args.no_split_backward,
-            fb_overlap=fb_overlap_for(args.fb_overlap, args.placement, rank_costs),
+            placement=placement, comm=comm, memory=memory,
+            split_backward=split,
+            fb_overlap=fb_overlap_for(args.fb_overlap, placement, rank_costs),
             objective=args.objective,
             time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
             memory_unit_name=memory_unit_from_args(args, profile),
@@ -174,6 +191,8 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
             op_overhead=profile.op_overhead if profile else 0.0,
         )
     warning = problem.overlap_warning("--fb-overlap")
+    if not notes:
+        return problem
     if warning:
         sys.stderr.write(f"zbsolve {args.command}: warning: {warning}\n")
     if profile is not None and profile.devices is not None and devices != profile.devices:

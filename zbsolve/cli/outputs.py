@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from zbsolve.baselines import applicable, left_out, run_baseline
-from zbsolve.baselines.reference import one_f_one_b_reference
+from zbsolve.baselines.reference import one_f_one_b_as_run, one_f_one_b_reference
 from zbsolve.errors import UsageError
 from zbsolve.formats.atomic_files import check_separate, check_writable, write_atomic
 from zbsolve.formats.schedule_json import write_schedule
@@ -28,7 +28,7 @@ from .inputs import read_for
 from .table import comparison_table, table_records
 
 
-def describe_problem(problem: Problem) -> str:
+def describe_problem(problem: Problem, placement_text: str | None = None) -> str:
     costs = problem.stage_costs
     uniform = all(c == costs[0] for c in costs)
     c = costs[0]
@@ -50,9 +50,9 @@ def describe_problem(problem: Problem) -> str:
             memory = f"memory limits {per_device}{name} per device (the largest {relative})"
     overlap = "" if problem.fb_overlap is None else f", F&B overlap {problem.fb_overlap:g}"
     return (
-        f"P={problem.devices} M={problem.microbatches} placement {problem.placement}, {cost_text}, "
-        f"comm {problem.comm:g} {problem.time_unit}, {memory}{overlap}, objective {problem.objective}"
-        + ("" if problem.split_backward else ", backward fused")
+        f"P={problem.devices} M={problem.microbatches} {placement_text or 'placement ' + problem.placement}, "
+        f"{cost_text}, comm {problem.comm:g} {problem.time_unit}, {memory}{overlap}, objective {problem.objective}"
+        + ("" if problem.split_backward or placement_text else ", backward fused")
     )
 
 
@@ -67,7 +67,7 @@ def write_outputs(schedule: Schedule, args: argparse.Namespace) -> None:
     if getattr(args, "plot", None):
         from zbsolve.plots.schedule_plot import plot
 
-        plot(schedule, args.plot, reference=one_f_one_b_reference(schedule.problem))
+        plot(schedule, args.plot, reference=one_f_one_b_as_run(schedule.problem))
         print(f"wrote {args.plot}")
 
 
@@ -106,27 +106,33 @@ def reference_of(problem: Problem, timed: list[Schedule]) -> Schedule | None:
     return one_f_one_b_reference(problem)
 
 
+def bounded_rows(problem: Problem, solved: list[Schedule], timed: list[Schedule]) -> tuple[list[Schedule], float]:
+    """The solved rows, then the hand-made ones with the problem's bound and their gap to it;
+    and that bound."""
+    # A solved row's bound is already at least lower_bound(problem): compute it only without one.
+    proven = [s.solver.bound for s in solved if s.solver.bound is not None]
+    bound = max(proven) if proven else lower_bound(problem)
+    # How far each fitting schedule is from the best possible (the bound holds within the limit only).
+    return solved + [s if s.over_memory_limit() else with_bound(s, bound) for s in timed], bound
+
+
 def print_comparison(command: str, problem: Problem, solved: list[Schedule],
                      timed: list[Schedule]) -> tuple[list[Schedule], Schedule]:
     """The table: solved rows, then every applicable baseline (`timed`, from `baseline_rows`,
     as for the solve's start), speed-ups against 1F1B; on stderr, why a baseline made for
     this placement is not in it. Returns the rows and the reference."""
     reference = reference_of(problem, timed)
-    # A solved row's bound is already at least lower_bound(problem): compute it only without one.
-    proven = [s.solver.bound for s in solved if s.solver.bound is not None]
-    bound = max(proven) if proven else lower_bound(problem)
-    # How far each fitting schedule is from the best possible (the bound holds within the limit only).
-    rows = [s if s.over_memory_limit() else with_bound(s, bound) for s in timed]
+    rows, _ = bounded_rows(problem, solved, timed)
     if problem.placement != "single":
-        rows.insert(0, reference.with_solver(reference.solver, name="1f1b (single chain)"))
+        rows.insert(len(solved), reference.with_solver(reference.solver, name="1f1b (single chain)"))
     print(describe_problem(problem))
-    print(comparison_table(solved + rows, reference))
+    print(comparison_table(rows, reference))
     for line in [per_device_memory(s) for s in solved] + [fused_one_f_one_b(reference, solved)]:
         if line:
             print(line)
     for name, reason in left_out(problem):
         print(f"zbsolve {command}: note: {name} is not in the table: it {reason}", file=sys.stderr)
-    return solved + rows, reference
+    return rows, reference
 
 
 def per_device_memory(schedule: Schedule) -> str | None:

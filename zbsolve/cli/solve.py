@@ -16,7 +16,8 @@ from zbsolve.solvers.least_memory import STEPS, least_memory
 from zbsolve.solvers.pipeline import START_MEETS_BOUND
 from zbsolve.solvers.registry import get as get_backend
 
-from .options import add_problem_options, problem_from_args
+from .choices import Choice, choices_from_args, print_choices, solve_choices, timed_rows
+from .options import add_problem_options
 from .outputs import baseline_rows, check_outputs, given_rows, print_comparison, write_outputs
 
 HEARTBEAT_S = 5.0  # the longest a log goes without a progress line while a solve runs
@@ -137,17 +138,18 @@ def install_stop_handlers() -> threading.Event:
     return stop
 
 
-def solve_with_progress(problem: Problem, args: argparse.Namespace,
-                        baselines: list[Schedule] | None = None) -> Schedule:
-    """Solve with live progress on stderr; Ctrl-C keeps the best schedule found so far."""
+def solve_with_progress(problem: Problem, args: argparse.Namespace, baselines: list[Schedule] | None = None,
+                        stop: threading.Event | None = None, label: str = "") -> Schedule:
+    """Solve with live progress on stderr; Ctrl-C keeps the best schedule found so far. One
+    `stop` (from `install_stop_handlers`) serves several solves; `label` names this one."""
     pairs_may_form = problem.fb_overlap is not None and problem.overlap_range() is not None
     if args.solver == "cpsat" and pairs_may_form and runs_deterministic(args.workers, args.deterministic):
         # With pairs a work unit can take many seconds of wall time.
         print(f"zbsolve {args.command}: note: with one worker the search is limited by CP-SAT's work measure, "
               "which runs far slower than the clock with F&B pairs: this solve may take several times "
               "--time-limit and still not repeat exactly (--no-deterministic keeps to the clock)", file=sys.stderr)
-    stop = install_stop_handlers()
-    progress = ProgressLine(args.solver, problem.time_unit, not args.quiet)
+    stop = install_stop_handlers() if stop is None else stop
+    progress = ProgressLine(f"{args.solver} {label}".strip(), problem.time_unit, not args.quiet)
     started = time.monotonic()
     progress.start()
     try:
@@ -165,11 +167,12 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace,
     if not args.quiet:
         took = time.monotonic() - started
         if (solved.solver.message or "").startswith(START_MEETS_BOUND):
-            print(f"answered in {took:.1f} s without a search: {START_MEETS_BOUND}", file=sys.stderr)
+            print(f"answered{' ' + label if label else ''} in {took:.1f} s without a search: {START_MEETS_BOUND}",
+                  file=sys.stderr)
         else:
             deterministic = runs_deterministic(args.workers, args.deterministic)
-            print(f"solved in {took:.1f} s with {args.solver}, {args.workers} worker(s), "
-                  f"seed {args.seed}{', deterministic' if deterministic else ''}", file=sys.stderr)
+            print(f"solved{' ' + label if label else ''} in {took:.1f} s with {args.solver}, {args.workers} "
+                  f"worker(s), seed {args.seed}{', deterministic' if deterministic else ''}", file=sys.stderr)
     if getattr(args, "least_memory", False) and not stop.is_set():
         solved = _least_memory_phase(problem, args, solved, stop)
     return solved
@@ -204,7 +207,10 @@ def add_least_memory_option(parser: argparse.ArgumentParser) -> None:
 
 def run_solve(args: argparse.Namespace) -> int:
     check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
-    problem = problem_from_args(args)
+    choices = choices_from_args(args, "solve", solving=True)
+    if len(choices) > 1:
+        return _solve_choices(choices, args)
+    problem = choices[0].problem
     check_outputs(args, problem)
     check_solvable(problem, args.solver)  # before the hand-made schedules are timed
     timed = baseline_rows(problem) + given_rows(args.start, args, problem, "solve")  # the start and the table
@@ -212,6 +218,23 @@ def run_solve(args: argparse.Namespace) -> int:
     print_comparison("solve", problem, [solved], timed)
     write_outputs(solved, args)
     return 130 if solved.solver.status == "interrupted" else 0
+
+
+def _solve_choices(choices: list[Choice], args: argparse.Namespace) -> int:
+    """Several placements, or the split and fused backward: each solved, one table, the answer written."""
+    check_outputs(args, choices[0].problem)
+    timed = timed_rows(choices, args, "solve", args.start)
+    if not args.quiet:
+        share = "work units" if runs_deterministic(args.workers, args.deterministic) else "s"
+        print(f"zbsolve solve: {len(choices)} choices ({', '.join(c.label for c in choices)}) share --time-limit "
+              f"{args.time_limit:g} {share}: each gets what is left over those still to solve", file=sys.stderr)
+    stop = install_stop_handlers()
+    solved = solve_choices(choices, args, timed, stop)
+    _, _, best = print_choices("solve", choices, solved, timed)
+    if best is not None:
+        write_outputs(best, args)
+    interrupted = stop.is_set() or any(s is not None and s.solver.status == "interrupted" for s in solved)
+    return 130 if interrupted else 0
 
 
 def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> None:
@@ -237,7 +260,7 @@ def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> 
 
 def register_solve(command) -> None:
     p = command("solve", "find the best schedule for your problem with an integer program", run_solve)
-    add_problem_options(p)
+    add_problem_options(p, several=True)
     add_solver_options(p, 60.0)
     add_least_memory_option(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the schedule file (JSON)")
