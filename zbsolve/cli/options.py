@@ -190,6 +190,8 @@ def problem_from_args(args: argparse.Namespace, placement: str | None = None, sp
             first_stage=first_stage_from_args(args, profile),
             op_overhead=profile.op_overhead if profile else 0.0,
         )
+    if profile is not None:
+        problem = replace(problem, profile=profile.fingerprint)
     warning = problem.overlap_warning("--fb-overlap")
     if not notes:
         return problem

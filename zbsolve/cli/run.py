@@ -74,11 +74,17 @@ def run_run(args: argparse.Namespace) -> int:
             check_writable(path)
     plan = read_schedule(args.plan)
     validate(plan)
-    extra = load_profile(args.profile).extra if args.profile else {}
+    profile = load_profile(args.profile) if args.profile else None
+    check_plan_profile(plan, profile, args.plan, args.profile)
+    extra = profile.extra if profile is not None else {}
     model, measured = extra.get("model"), extra.get("measured")
     shape = shape_from(args, model if isinstance(model, dict) else None)
     dtype = args.dtype or (measured.get("dtype") if isinstance(measured, dict) else None) or "float32"
     where = "GPUs" if args.device == "cuda" else "CPU processes, one thread each"
+    cores = os.cpu_count() or 1
+    if args.device == "cpu" and plan.problem.devices > cores:
+        print(f"zbsolve run: warning: {plan.problem.devices} ranks share {cores} cores: each runs slower than the "
+              "plan's costs say, and the verdict will show it", file=sys.stderr)
     print(f"running {plan.name} ({plan.problem.placement}, P={plan.problem.devices}, M={plan.problem.microbatches}) "
           f"on {plan.problem.devices} {where}, {dtype}: {args.warmup} warm-up and {args.steps} measured steps",
           file=sys.stderr)
@@ -97,6 +103,18 @@ def run_run(args: argparse.Namespace) -> int:
         write_chrome_trace(run.schedule, args.trace)
         print(f"wrote {args.trace}")
     return 0
+
+
+def check_plan_profile(plan, profile, plan_path: str, profile_path: str | None) -> None:
+    """A plan runs with the profile it was solved from (the one its file names): another
+    profile's stack is not what the plan's times describe, and the verdict would only measure
+    that difference."""
+    made_from = plan.problem.profile
+    if profile is None or made_from is None or profile.fingerprint.split(" from ")[0] in made_from.split(" from "):
+        return  # its own profile, or the one whose run calibrated it (its stack)
+    raise UsageError(f"{plan_path} was solved from profile {made_from}, and --profile {profile_path} is "
+                     f"{profile.fingerprint}: run a plan with its own profile, or give the stack with --layers, "
+                     "--hidden, --heads, --seq and --microbatch-size instead of --profile")
 
 
 def run_calibration(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ VERSION = 1
 COST_KEYS = ("F", "B", "W", "activation", "residual")
 FILE_KEYS = ("format", "version", "name", "problem", "devices", "metrics", "solver")
 PROBLEM_KEYS = ("devices", "microbatches", "time_unit", "placement", "split_backward", "fb_overlap", "comm",
-                "objective", "stage_costs", "pipes", "memory_limit", "memory_unit", "op_overhead")
+                "objective", "stage_costs", "pipes", "memory_limit", "memory_unit", "op_overhead", "profile")
 OP_KEYS = ("kind", "pipe", "stage", "microbatch", "start", "end", "overlap")
 METRIC_KEYS = ("makespan", "bubble_rate", "span", "span_bubble_rate", "busy", "peak_memory", "peak_memory_x")
 SOLVER_KEYS = ("name", "status", "objective", "bound", "gap", "wall_time_s", "time_limit_s", "message")
@@ -53,7 +53,8 @@ def problem_to_dict(problem: Problem) -> dict:
         ],
         "memory_limit": None if problem.memory_limit is None else list(problem.memory_limit),
     } | ({"memory_unit": problem.memory_unit_name} if problem.memory_unit_name else {}) \
-      | ({"op_overhead": problem.op_overhead} if problem.op_overhead else {})
+      | ({"op_overhead": problem.op_overhead} if problem.op_overhead else {}) \
+      | ({"profile": problem.profile} if problem.profile else {})
 
 
 def schedule_to_dict(schedule: Schedule) -> dict:
@@ -200,6 +201,7 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
             memory_unit_name=_typed(data.get("memory_unit"), (str, type(None)), f"{where}.memory_unit",
                                     "a string"),
             op_overhead=_number(data.get("op_overhead", 0.0), f"{where}.op_overhead"),
+            profile=_typed(data.get("profile"), (str, type(None)), f"{where}.profile", "a string"),
         )
     except ProblemError as error:
         raise ScheduleFileError(f"{where}: {error}") from None

@@ -139,6 +139,8 @@ class Problem:
     # the share of every op's time in stage_costs that is a runtime's per-op overhead; read
     # where chunks are summed into one rank-stage, which runs as one op (the 1F1B reference)
     op_overhead: float = field(default=0.0, compare=False)
+    # the profile the costs came from, as `Profile.fingerprint` names it: a plan is run with its own
+    profile: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_count("devices", self.devices)

@@ -10,6 +10,7 @@ is never ignored.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ COST_KEYS = ("F", "B", "W", "activation", "residual", "BW")  # BW: a fused backw
 PROFILE_KEYS = {
     "name", "source", "time_unit", "memory_unit", "devices", "microbatches", "comm", "memory",
     "costs", "stage_costs", "overrides", "first_stage", "op_overhead", "model", "notes", "measured",
+    "calibrated_from",
 }
 
 
@@ -41,6 +43,13 @@ class Profile:
     first_stage: dict | None = None  # fields of the pipe's first stage, whose input needs no gradient
     op_overhead: float = 0.0  # the runtime's time per op, whatever the op holds
     extra: dict = field(default_factory=dict)
+    # name:first 12 hex digits of the SHA-256 of the profile's JSON (keys sorted), then " from " and the
+    # fingerprint of the profile whose plan ran, for a profile calibrated from a run (`calibrated_from`)
+    fingerprint: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.fingerprint:
+            object.__setattr__(self, "fingerprint", f"{self.name}:unhashed")
 
     def rank_costs(self, devices: int) -> list[StageCost]:
         """One record per rank-stage for `devices` ranks, overrides applied."""
@@ -143,7 +152,15 @@ def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
     time_unit = data.get("time_unit", "ms")
     if not isinstance(time_unit, str) or not time_unit:
         raise ProfileError(f"{origin}: 'time_unit' must be a non-empty string")
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    fingerprint = f"{data['name']}:{hashlib.sha256(canonical).hexdigest()[:12]}"
+    lineage = data.get("calibrated_from")
+    if lineage is not None:
+        if not isinstance(lineage, str) or not lineage.strip():
+            raise ProfileError(f"{origin}: 'calibrated_from' must be the fingerprint of a profile, a string")
+        fingerprint += f" from {lineage}"
     return Profile(
+        fingerprint=fingerprint,
         name=data["name"], source=data["source"], time_unit=time_unit,
         devices=counts["devices"] if stage_costs is None else len(stage_costs),
         microbatches=counts["microbatches"],

@@ -236,6 +236,8 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
                          + (f"; estimated: {'; '.join(estimated)}" if estimated else "")}
     if problem.memory_unit_name:
         document["memory_unit"] = problem.memory_unit_name
+    if problem.profile:  # the run's stack: plans of this profile still run with that one's --profile
+        document["calibrated_from"] = problem.profile
     return document
 
 
