@@ -111,7 +111,7 @@ def test_every_op_is_one_bar_in_its_row_with_its_kind_s_colour_and_direction_s_s
 
     s = run_baseline("dualpipe", uniform(4, 8, placement="bidirectional", fb_overlap=2.4))
     figure, ax = pyplot.subplots()
-    _gantt(ax, s, s.metrics.makespan)
+    _gantt(ax, s, s.metrics.makespan, 400 / s.metrics.makespan)
     drawn = []
     for collection in ax.collections:
         colour = tuple(collection.get_facecolor()[0])
@@ -207,7 +207,7 @@ def test_the_title_leads_with_the_objective_and_its_bound():
     s = solve(uniform(4, 8, memory="1x", objective="span"), "cpsat", time_limit=5, workers=1)
     fig, ax = plt.subplots()
     try:
-        _gantt(ax, s, s.metrics.makespan)
+        _gantt(ax, s, s.metrics.makespan, 400 / s.metrics.makespan)
         assert ax.get_title().startswith(f"solved: span {s.metrics.span:.6g} ms (bound {s.solver.bound:.6g}, gap ")
     finally:
         plt.close(fig)

@@ -55,15 +55,20 @@ def chunk_of(schedule: Schedule) -> dict[tuple[int, int], int]:
 
 
 def shade(kind: str, chunk: int) -> str:
-    """The kind's colour, lighter for each later chunk, so chunks and directions stand apart."""
+    """The kind's colour, darker for the first chunk and far lighter for each later one, so
+    that chunks and directions stand apart even in thin bars."""
     import matplotlib.colors as mcolors
 
     r, g, b = mcolors.to_rgb(COLOURS[kind])
-    mix = min(0.6, 0.3 * chunk)
+    if chunk == 0:
+        return mcolors.to_hex((0.8 * r, 0.8 * g, 0.8 * b))
+    mix = min(0.8, 0.35 + 0.2 * chunk)
     return mcolors.to_hex((r + (1 - r) * mix, g + (1 - g) * mix, b + (1 - b) * mix))
 
 
-def _gantt(ax, schedule: Schedule, makespan: float) -> None:
+def _gantt(ax, schedule: Schedule, makespan: float, points_per_time: float) -> None:
+    """The rows of ops; a bar's microbatch is written in it where it fits (`points_per_time`:
+    the panel's width in points over the time it shows)."""
     # One collection per row, kind, chunk and pair half: a bar per op is far too slow at large sizes.
     P = schedule.problem.devices
     chunks = chunk_of(schedule)
@@ -79,7 +84,8 @@ def _gantt(ax, schedule: Schedule, makespan: float) -> None:
             chunk = chunks[(timed.op.pipe, timed.op.stage)]
             bars.setdefault((bottom, height, timed.op.kind, chunk, timed.overlap is not None), []).append(
                 (timed.start, width))
-            if width >= makespan / 45:
+            label = str(timed.op.microbatch)
+            if width * points_per_time >= 4.2 * len(label) + 2:  # 6-point digits are about 3.6 points wide
                 ax.text(timed.start + width / 2, bottom + height / 2, str(timed.op.microbatch),
                         ha="center", va="center", fontsize=6, color="white")
     for (bottom, height, kind, chunk, paired), spans in bars.items():
@@ -100,8 +106,15 @@ LEGEND_COLUMNS = 5
 LEGEND_DEVICES = 8  # more devices get a colour scale instead of a legend
 
 
-def _memory(ax, schedule: Schedule) -> None:
-    top, P = 0.0, schedule.problem.devices
+def memory_top(schedule: Schedule) -> float:
+    """The highest level or limit a memory panel shows."""
+    levels = [max(memory_steps(schedule, d)[1]) for d in range(schedule.problem.devices)]
+    return max(levels + list(schedule.problem.memory_limit or []), default=0.0)
+
+
+def _memory(ax, schedule: Schedule, top: float | None = None) -> None:
+    """Memory per device over time; `top`, the panels' one scale (each its own where None)."""
+    shared, top, P = top, 0.0, schedule.problem.devices
     import matplotlib.pyplot as plt
 
     ramp = plt.get_cmap("viridis") if P > LEGEND_DEVICES else None
@@ -133,11 +146,14 @@ def _memory(ax, schedule: Schedule) -> None:
     ax.set_ylabel(f"activation memory{unit}", fontsize=7)
     ax.set_xlabel(f"time ({schedule.problem.time_unit})", fontsize=7)
     ax.tick_params(labelsize=7)
+    top = max(top, shared or 0.0)
     if P <= LEGEND_DEVICES:
         # Room above the highest level for the legend's rows, which hid the curves' plateau.
         legend = ax.legend(fontsize=6, ncol=LEGEND_COLUMNS, loc="upper right")
         rows = -(-len(legend.get_texts()) // LEGEND_COLUMNS)
         ax.set_ylim(0, (top or 1) * (1.1 + 0.17 * rows))
+    else:
+        ax.set_ylim(0, (top or 1) * 1.05)
 
 
 def _kind_handles(schedule: Schedule) -> list:
@@ -177,19 +193,32 @@ def plot(schedule: Schedule, path: str | os.PathLike, reference: Schedule | None
     shown = [schedule] + ([reference] if reference is not None else [])
     makespan = max(s.metrics.makespan for s in shown)
     P = schedule.problem.devices
-    fig, axes = plt.subplots(
-        2, len(shown), sharex=True, squeeze=False, figsize=(7 * len(shown), 1.2 + 0.35 * P + 2),
-        gridspec_kw={"height_ratios": [max(2, 0.35 * P), 2]},
-    )
+    # A panel wide enough for the busiest device's ops (about 0.05 inch each); beyond 12 inches
+    # the reference goes below the schedule, on the same time axis, not beside it.
+    ops = max(len(ops) for s in shown for ops in s.devices)
+    width = min(20.0, max(7.0, 0.05 * ops))
+    stacked = len(shown) > 1 and width > 12
+    gantt_height, memory_height = max(2, 0.35 * P), 2 + (1 if P > LEGEND_DEVICES else 0)
+    if stacked:
+        fig, grid = plt.subplots(2 * len(shown), 1, sharex=True, squeeze=False,
+                                 figsize=(width, 1.2 + len(shown) * (gantt_height + memory_height)),
+                                 gridspec_kw={"height_ratios": [gantt_height, memory_height] * len(shown)})
+        axes = [[grid[2 * k][0] for k in range(len(shown))], [grid[2 * k + 1][0] for k in range(len(shown))]]
+    else:
+        fig, axes = plt.subplots(2, len(shown), sharex=True, squeeze=False,
+                                 figsize=(width * len(shown), 1.2 + gantt_height + memory_height),
+                                 gridspec_kw={"height_ratios": [gantt_height, memory_height]})
+    points_per_time = (width - 1.5) * 72 / (makespan * 1.01)  # less the row names and the margins
+    top = max(memory_top(s) for s in shown)  # one memory scale: the panels compare at a glance
     for column, s in enumerate(shown):
-        _gantt(axes[0][column], s, makespan)
-        _memory(axes[1][column], s)
+        _gantt(axes[0][column], s, makespan, points_per_time)
+        _memory(axes[1][column], s, top)
     axes[0][0].set_xlim(0, makespan * 1.01)
     handles = _kind_handles(schedule)
     if reference is not None:
         named = {h.get_label().split()[0] for h in handles}
         kinds = {t.op.kind for ops in reference.devices for t in ops} - named
-        handles += [Patch(color=COLOURS[k], label=k) for k in sorted(kinds, key=list(COLOURS).index)]
+        handles += [Patch(color=shade(k, 0), label=k) for k in sorted(kinds, key=list(COLOURS).index)]
     if any(t.overlap is not None for s in shown for ops in s.devices for t in ops):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="F&B pair"))
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False)
