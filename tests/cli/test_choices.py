@@ -22,7 +22,7 @@ def rows_of(out: str) -> dict[str, list[str]]:
 
 def test_auto_solves_every_placement_and_writes_the_fastest(capsys, tmp_path):
     target = tmp_path / "best.json"
-    assert main(["solve", *SMALL, "--placement", "auto", "--time-limit", "2", *DETERMINISTIC,
+    assert main(["solve", *SMALL, "--placement", "auto", "--time-limit", "1", *DETERMINISTIC,
                  "-o", str(target)]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("P=4 M=8 placements single, interleaved:2, vshape, bidirectional, F=1")

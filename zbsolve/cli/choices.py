@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import dataclass
 
 from zbsolve.baselines import left_out
@@ -18,7 +17,7 @@ from zbsolve.formats.torch_csv import check_torch_form
 from zbsolve.problem.placements import PLACEMENT_HELP, parse_placement
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
-from zbsolve.solvers import check_solvable, runs_deterministic
+from zbsolve.solvers import check_solvable
 
 from .options import AUTO_PLACEMENTS, problem_from_args
 from .outputs import baseline_rows, bounded_rows, describe_problem, given_rows, per_device_memory
@@ -78,26 +77,6 @@ def choices_from_args(args: argparse.Namespace, command: str, solving: bool) -> 
     if not choices:
         raise InfeasibleError(f"no placement of {', '.join(placements)} fits this problem (the notes above say why)")
     return choices
-
-
-def solve_choices(choices: list[Choice], args: argparse.Namespace, timed: list[list[Schedule]],
-                  stop) -> list[Schedule | None]:
-    """Each choice solved in turn, starting from its hand-made schedules; each gets the time left
-    over the choices still to solve (work units shared evenly when deterministic). After a stop,
-    the choices not reached are left unsolved (None)."""
-    from .solve import solve_with_progress
-
-    deterministic = runs_deterministic(args.workers, args.deterministic)
-    began, solved = time.monotonic(), []
-    for k, choice in enumerate(choices):
-        if stop.is_set():
-            solved.append(None)
-            continue
-        left = args.time_limit if deterministic else args.time_limit - (time.monotonic() - began)
-        share = max(left / (len(choices) - k) if not deterministic else args.time_limit / len(choices), 0.5)
-        sub = argparse.Namespace(**{**vars(args), "time_limit": share, "least_memory": False})
-        solved.append(solve_with_progress(choice.problem, sub, timed[k], stop=stop, label=choice.label))
-    return solved
 
 
 def choice_rows(choices: list[Choice], solved: list[Schedule | None],

@@ -18,7 +18,7 @@ from zbsolve.runtime.profiling import BACKWARDS, DTYPES
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import check_solver_options
 
-from .choices import choices_from_args, print_choices, solve_choices, timed_rows
+from .choices import choices_from_args, print_choices, timed_rows
 from .inputs import is_csv, read_any
 from .options import add_problem_options, problem_from_args
 from .outputs import (
@@ -40,6 +40,7 @@ from .solve import (
     add_solver_options,
     install_stop_handlers,
     register_solve,
+    solve_choices,
     solve_with_progress,
 )
 from .sweep import register_sweep

@@ -16,7 +16,7 @@ from zbsolve.solvers.least_memory import STEPS, least_memory
 from zbsolve.solvers.pipeline import START_MEETS_BOUND
 from zbsolve.solvers.registry import get as get_backend
 
-from .choices import Choice, choices_from_args, print_choices, solve_choices, timed_rows
+from .choices import Choice, choices_from_args, print_choices, timed_rows
 from .options import add_problem_options
 from .outputs import baseline_rows, check_outputs, given_rows, print_comparison, write_outputs
 
@@ -218,6 +218,24 @@ def run_solve(args: argparse.Namespace) -> int:
     print_comparison("solve", problem, [solved], timed)
     write_outputs(solved, args)
     return 130 if solved.solver.status == "interrupted" else 0
+
+
+def solve_choices(choices: list[Choice], args: argparse.Namespace, timed: list[list[Schedule]],
+                  stop) -> list[Schedule | None]:
+    """Each choice solved in turn, starting from its hand-made schedules; each gets the time left
+    over the choices still to solve (work units shared evenly when deterministic). After a stop,
+    the choices not reached are left unsolved (None)."""
+    deterministic = runs_deterministic(args.workers, args.deterministic)
+    began, solved = time.monotonic(), []
+    for k, choice in enumerate(choices):
+        if stop.is_set():
+            solved.append(None)
+            continue
+        left = args.time_limit if deterministic else args.time_limit - (time.monotonic() - began)
+        share = max(left / (len(choices) - k) if not deterministic else args.time_limit / len(choices), 0.5)
+        sub = argparse.Namespace(**{**vars(args), "time_limit": share, "least_memory": False})
+        solved.append(solve_with_progress(choice.problem, sub, timed[k], stop=stop, label=choice.label))
+    return solved
 
 
 def _solve_choices(choices: list[Choice], args: argparse.Namespace) -> int:
