@@ -3,6 +3,7 @@ processes writing one file at once leave every row whole."""
 
 import multiprocessing
 import sqlite3
+import time
 
 import pytest
 
@@ -51,12 +52,40 @@ def test_a_point_held_by_a_live_sweep_is_left_and_a_dead_ones_taken(tmp_path):
     store = Store(tmp_path / "s.db", SETTINGS)
     store.add(POINTS[:2])
     host = me().rpartition(":")[0]
-    with sqlite3.connect(tmp_path / "s.db") as db:
-        db.execute("UPDATE points SET state = 'running', owner = ? WHERE key = ?", (f"{host}:1", POINTS[0].key))
-        db.execute("UPDATE points SET state = 'running', owner = ? WHERE key = ?",
-                   (f"{host}:{2 ** 22 + 7}", POINTS[1].key))  # above Linux's largest pid: no such process
+    with sqlite3.connect(tmp_path / "s.db") as db:  # both leases renewed just now
+        db.execute("UPDATE points SET state = 'running', owner = ?, heartbeat = ? WHERE key = ?",
+                   (f"{host}:1", time.time(), POINTS[0].key))
+        db.execute("UPDATE points SET state = 'running', owner = ?, heartbeat = ? WHERE key = ?",
+                   (f"{host}:{2 ** 22 + 7}", time.time(), POINTS[1].key))  # above Linux's largest pid: gone
     claimed, done, held = store.claim(POINTS[:2])
     assert ([p.key for p in claimed], done, held) == ([POINTS[1].key], 0, 1)
+
+
+def test_a_claim_is_a_lease_another_host_s_is_taken_once_it_expires(tmp_path):
+    store = Store(tmp_path / "s.db", SETTINGS, lease_s=60)
+    store.add(POINTS[:3])
+    with sqlite3.connect(tmp_path / "s.db") as db:  # a sweep on another machine: its pid cannot be asked
+        for point, age in zip(POINTS[:3], (10, 59, 61)):
+            db.execute("UPDATE points SET state = 'running', owner = 'elsewhere:7', heartbeat = ? WHERE key = ?",
+                       (time.time() - age, point.key))
+    claimed, done, held = store.claim(POINTS[:3])
+    assert ([p.key for p in claimed], held) == ([POINTS[2].key], 2)  # renewed 61 s ago: expired
+    store.renew()
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        beat = db.execute("SELECT heartbeat FROM points WHERE key = ?", (POINTS[2].key,)).fetchone()[0]
+    assert time.time() - beat < 5  # this sweep's own lease, renewed
+
+
+def test_claims_are_taken_a_few_at_a_time_so_that_sweeps_share_the_points(tmp_path):
+    store = Store(tmp_path / "s.db", SETTINGS)
+    store.add(POINTS)
+    claimed, _, _ = store.claim(POINTS, limit=2)
+    assert [p.key for p in claimed] == [p.key for p in POINTS[:2]]
+    states = {p["key"]: p["state"] for p in store.points()}
+    assert sorted(states.values()) == ["pending"] * 6 + ["running"] * 2  # left for another sweep
+    store.fail(POINTS[0], "its worker died twice")
+    failed = next(p for p in store.points() if p["key"] == POINTS[0].key)
+    assert (failed["state"], failed["message"]) == ("failed", "its worker died twice")
 
 
 def _finish_many(path, keys, value):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 from zbsolve.errors import UsageError
@@ -88,7 +89,12 @@ def run_run(args: argparse.Namespace) -> int:
     print(f"running {plan.name} ({plan.problem.placement}, P={plan.problem.devices}, M={plan.problem.microbatches}) "
           f"on {plan.problem.devices} {where}, {dtype}: {args.warmup} warm-up and {args.steps} measured steps",
           file=sys.stderr)
-    run = measured_run(plan, run_plan(plan, shape, args.steps, args.warmup, args.device, dtype))
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops the ranks, exits 130
+    try:
+        records = run_plan(plan, shape, args.steps, args.warmup, args.device, dtype)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    run = measured_run(plan, records)
     validate(run.schedule)  # every op once, one at a time in order, after its inputs
     lines = verdict(run)
     for line in lines:

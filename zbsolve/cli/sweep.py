@@ -16,7 +16,15 @@ from zbsolve.problem.profiles import load_profile
 from zbsolve.solvers import check_solver_options
 from zbsolve.sweep.driver import Report, SolverSettings, default_jobs, run_sweep, store_settings
 from zbsolve.sweep.frontier import frontier, frontier_csv, frontier_json, frontier_table
-from zbsolve.sweep.grid import RANGE_HELP, cost_model, parse_counts, parse_list, parse_memory_grid, points
+from zbsolve.sweep.grid import (
+    RANGE_HELP,
+    cost_model,
+    parse_counts,
+    parse_list,
+    parse_memory_grid,
+    points,
+    range_steps,
+)
 from zbsolve.sweep.store import Store
 
 from .options import (
@@ -82,7 +90,11 @@ def _check_frontier_outputs(args: argparse.Namespace, store: str) -> None:
 
 
 def _write_frontier(args: argparse.Namespace, store: Store, show: bool) -> None:
-    found = frontier(store.results(), store.settings)
+    try:
+        found = frontier(store.results(), store.settings)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:  # rows whose fields are not numbers
+        raise UsageError(f"{store.path}: the store is damaged (its results do not read: "
+                         f"{type(error).__name__}: {error})") from None
     if not found.points:
         print("no point of this store is solved yet")
         return
@@ -150,8 +162,13 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     costs = replace(costs, memory_unit=memory_unit_from_args(args, profile),
                     first_stage=None if first is None else tuple(sorted(first.items())),
                     op_overhead=profile.op_overhead if profile else 0.0)
+    memories = parse_memory_grid(args.memory)
+    steps = range_steps(args.memory)
+    if steps is not None and steps > len(memories) and not args.quiet:
+        sys.stderr.write(f"zbsolve sweep: note: --memory {args.memory} gives {len(memories)} distinct limits, not "
+                         f"{steps}: limits are kept to four significant digits, and closer steps are one\n")
     grid = points(stages, parse_list(args.placements, "--placements"), microbatches,
-                  parse_memory_grid(args.memory), parse_list(args.objective, "--objective"), costs)
+                  memories, parse_list(args.objective, "--objective"), costs)
     _check_frontier_outputs(args, args.store)
     check_writable(args.store)
     settings = SolverSettings(args.solver, args.time_limit, args.workers, args.seed, args.deterministic)
@@ -166,7 +183,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # the store is left whole either way
     try:
         solved, before, held = run_sweep(store, grid, schedules, jobs=jobs, ray=args.ray,
-                                         progress=_progress(args.quiet, costs.time_unit))
+                                         progress=_progress(args.quiet, costs.time_unit),
+                                         notify=lambda text: sys.stderr.write(f"zbsolve sweep: note: {text}\n"))
     except KeyboardInterrupt:
         done = sum(1 for p in store.points() if p["state"] == "done")
         sys.stderr.write(f"zbsolve sweep: stopped with {done} of {len(grid)} points in {args.store}; "

@@ -156,6 +156,18 @@ def _rank(rank: int, world: int, plan_path: str, shape: dict, steps: int, warmup
     dist.destroy_process_group()
 
 
+def _stop(processes: list) -> None:
+    """End the rank processes: asked first, then killed if they do not go."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
 def run_plan(plan: Schedule, shape: LayerShape, steps: int = 10, warmup: int = 3, device: str = "cpu",
              dtype: str = "float32") -> list[dict]:
     """Run `plan` for `warmup` + `steps` steps, one process per rank (on the CPU, or one GPU
@@ -191,9 +203,15 @@ def run_plan(plan: Schedule, shape: LayerShape, steps: int = 10, warmup: int = 3
         previous = os.environ.get("OMP_NUM_THREADS")
         os.environ["OMP_NUM_THREADS"] = "1"  # one thread per rank, as the plan's profile measured
         try:
-            mp.start_processes(_rank, args=(problem.devices, plan_path, asdict(shape), steps, warmup, port, out_path,
-                                            device, dtype),
-                               nprocs=problem.devices, start_method="spawn")
+            ranks = mp.start_processes(_rank, args=(problem.devices, plan_path, asdict(shape), steps, warmup, port,
+                                                    out_path, device, dtype),
+                                       nprocs=problem.devices, start_method="spawn", join=False)
+            try:
+                while not ranks.join(timeout=0.5):
+                    pass
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM to this process alone: the ranks stop too
+                _stop(ranks.processes)
+                raise
         finally:
             if previous is None:
                 os.environ.pop("OMP_NUM_THREADS", None)

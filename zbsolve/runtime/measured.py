@@ -198,6 +198,8 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
     if measured.solver.status != "measured":
         raise UsageError(f"--from-run needs a measured schedule (zbsolve run -o), this one is "
                          f"{measured.solver.status}")
+    if not any(t.end > t.start for ops in measured.devices for t in ops):
+        raise UsageError("the run timed every op at 0: there is nothing to calibrate from")
     problem = measured.problem
     pipe = problem.pipes[0]
     chunks = len(pipe.stages) // problem.devices
@@ -215,7 +217,8 @@ def calibrated_profile(measured: Schedule, name: str) -> dict:
     timed = [(r, n) for r, n in enumerate(normal) if n]
     for rank, record in enumerate(normal):
         if not record:  # the rank ran only the first stage: its others as the other ranks ran them
-            speed = took[("F", 0)] / statistics.median(n["F"] for _, n in timed) if timed else 1.0
+            others = statistics.median(n["F"] for _, n in timed) if timed else 0.0
+            speed = took[("F", 0)] / others if others > 0 else 1.0  # F timed at 0 elsewhere: no speed to scale by
             for kind in KINDS:
                 values = [n[kind] for _, n in timed if kind in n]
                 if values:

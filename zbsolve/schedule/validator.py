@@ -48,7 +48,7 @@ class _Checker:
 
     def run(self) -> None:
         self.structure()
-        self.durations_and_pairs()
+        self.durations_and_pairs()  # starts before 0 and lengths against the costs
         self.one_at_a_time()
         self.dependencies()
         self.memory()
@@ -195,7 +195,18 @@ class _Checker:
         self.peaks = [peak for peak, _ in found]
         self.memory_slack = [slack for _, slack in found]  # per device: how far its reported peak may be off
 
-    def metrics(self) -> None:
+    def times(self) -> None:
+        """No op starts before the step (time 0) or ends before it starts."""
+        for d, ops in enumerate(self.schedule.devices):
+            for t in ops:
+                if t.start < -self.tol:
+                    self.fail(t, d, "starts before time 0, the step's start")
+                if t.end < t.start - self.tol:
+                    self.fail(t, d, "ends before it starts")
+
+    def metrics(self, memory: bool = True) -> None:
+        """The reported metrics are the ops' own; `memory` False for a run's, whose peaks were
+        measured in bytes, not derived from the ops."""
         devices = self.schedule.devices
         makespan = max(t.end for ops in devices for t in ops)
         busy = []
@@ -214,14 +225,18 @@ class _Checker:
             "bubble_rate": 1 - sum(busy) / (len(devices) * makespan) if makespan > 0 else 0.0,
             "span": span,
             "span_bubble_rate": 1 - max(busy) / span if span > 0 else 0.0,
-            "peak_memory_x": max(self.peaks) / unit if unit else 0.0,  # U = 0: no activation anywhere
         }
+        if memory:
+            expected["peak_memory_x"] = max(self.peaks) / unit if unit else 0.0  # U = 0: no activation anywhere
         reported = self.schedule.metrics
-        slack = {"peak_memory_x": max(self.memory_slack) / unit if unit else 0.0}
+        slack = {"peak_memory_x": max(self.memory_slack) / unit if unit and memory else 0.0}
         for key, value in expected.items():
             if abs(getattr(reported, key) - value) > 1e-6 * max(1.0, abs(value)) + slack.get(key, 0.0):
                 raise ValidationError(f"reported {key} {getattr(reported, key)!r} but the schedule gives {value!r}")
-        for key, values, slacks in (("busy", busy, [0.0] * len(busy)), ("peak_memory", self.peaks, self.memory_slack)):
+        checks = [("busy", busy, [0.0] * len(busy))]
+        if memory:
+            checks.append(("peak_memory", self.peaks, self.memory_slack))
+        for key, values, slacks in checks:
             for d, value in enumerate(values):
                 got = getattr(reported, key)[d]
                 if abs(got - value) > 1e-6 * max(1.0, abs(value)) + slacks[d]:
@@ -254,13 +269,16 @@ class _Checker:
 def validate(schedule: Schedule) -> None:
     """Raise ValidationError naming the first violated op; return None when all holds.
     A measured schedule (what a run did) is held to what a run can keep: every op once on
-    its device, one at a time in the listed order, each after its inputs ended."""
+    its device, within the step (from 0, no negative lengths), one at a time in the listed
+    order, each after its inputs ended, and its time metrics those of its ops."""
     if any(not ops for ops in schedule.devices):
         raise ValidationError("a device lists no ops")
     checker = _Checker(schedule)
     if schedule.solver.status == "measured":
         checker.structure()
+        checker.times()
         checker.one_at_a_time()
         checker.dependencies(comm=False)
+        checker.metrics(memory=False)
         return
     checker.run()

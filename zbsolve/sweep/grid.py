@@ -32,14 +32,24 @@ def parse_counts(text: str, what: str) -> list[int]:
     return counts
 
 
+_RANGE = re.compile(r"\s*([\d.]+)x\s*:\s*([\d.]+)x\s*:\s*(\d{1,4})\s*")
+
+
+def range_steps(text: str) -> int | None:
+    """The steps a `a:b:n` range asks for (None for a list)."""
+    match = _RANGE.fullmatch(text)
+    return int(match.group(3)) if match else None
+
+
 def parse_memory_grid(text: str) -> list[str]:
-    """Memory limits as `build_problem` reads them; `a:b:n` is n relative limits from a to b."""
-    match = re.fullmatch(r"\s*([\d.]+)x\s*:\s*([\d.]+)x\s*:\s*(\d{1,4})\s*", text)
+    """Memory limits as `build_problem` reads them; `a:b:n` is n relative limits from a to b,
+    at four significant digits (steps closer than that are one limit, solved once)."""
+    match = _RANGE.fullmatch(text)
     if match:
         low, high, steps = float(match.group(1)), float(match.group(2)), int(match.group(3))
         if steps < 2 or not 0 < low < high:
             raise UsageError(f"--memory range needs 0 < FROM < TO and at least 2 steps, got {text!r}")
-        return [f"{low + (high - low) * k / (steps - 1):.4g}x" for k in range(steps)]
+        return list(dict.fromkeys(f"{low + (high - low) * k / (steps - 1):.4g}x" for k in range(steps)))
     if ":" in text:
         raise UsageError(f"--memory must be {RANGE_HELP}, got {text!r}")
     return parse_list(text, "--memory")

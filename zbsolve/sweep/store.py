@@ -8,29 +8,20 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from zbsolve.errors import UsageError
 
 from .grid import Point
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sweep (id INTEGER PRIMARY KEY CHECK (id = 1), settings TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS points (
-    key TEXT PRIMARY KEY, devices INTEGER NOT NULL, placement TEXT NOT NULL,
-    microbatches INTEGER NOT NULL, memory TEXT NOT NULL, objective TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'pending', owner TEXT, status TEXT, message TEXT,
-    schedule_path TEXT, seconds REAL);
-CREATE TABLE IF NOT EXISTS results (
-    key TEXT NOT NULL REFERENCES points(key), name TEXT NOT NULL, value REAL NOT NULL,
-    bound REAL, gap REAL, status TEXT NOT NULL, makespan REAL NOT NULL, span REAL NOT NULL,
-    peak_memory TEXT NOT NULL, peak_x REAL, fits INTEGER NOT NULL, memory_limit TEXT,
-    seconds REAL NOT NULL, PRIMARY KEY (key, name));
-"""
+from .store_file import open_store, said_in_one_line
 
 RESULT_FIELDS = ("value", "bound", "gap", "status", "makespan", "span", "peak_memory", "peak_x", "fits",
                  "limit", "seconds")
+
+
+LEASE_S = 120.0  # a claim not renewed for this long is taken over by another sweep, on any host
 
 
 def me() -> str:
@@ -38,13 +29,13 @@ def me() -> str:
 
 
 def _alive(owner: str) -> bool:
-    """Whether the sweep that claimed a point still runs; another host's claim is trusted."""
+    """Whether a claim's owner on this host still runs (a pid that is gone: not)."""
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return True
     try:
         os.kill(int(pid), 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # no such process; a pid no process can have
         return False
     except PermissionError:
         return True
@@ -52,29 +43,30 @@ def _alive(owner: str) -> bool:
 
 
 class Store:
-    def __init__(self, path: str | os.PathLike, settings: dict | None = None) -> None:
-        """Open (or with `settings`, create) the store; a store made with other settings is refused."""
-        self.path = Path(path)
-        if settings is None and not self.path.is_file():
-            raise UsageError(f"no sweep store at {self.path}")
-        try:
-            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as error:
-            raise UsageError(f"{self.path} is not a sweep store: {error}") from None
-        row = self.db.execute("SELECT settings FROM sweep").fetchone()
-        if settings is None:
+    def __init__(self, path: str | os.PathLike, settings: dict | None = None, *, lease_s: float = LEASE_S) -> None:
+        """Open a store: with `settings`, to write (a new file is made a store; a store made with
+        other settings is refused); without, read-only (frontier). Only a new file or zbsolve's
+        own store is opened (store_file.py)."""
+        self.path, self.lease_s = Path(path), lease_s
+        self.db, empty = open_store(self.path, writable=settings is not None)
+        with said_in_one_line(self.path):
+            row = None if empty else self.db.execute("SELECT settings FROM sweep").fetchone()
+            if settings is None:
+                if row is None:
+                    raise UsageError(f"{self.path} holds no sweep")
+                self.settings = json.loads(row[0])
+                if not isinstance(self.settings, dict) or not isinstance(self.settings.get("costs"), dict):
+                    raise UsageError(f"{self.path}: the store is damaged (its settings are not a sweep's)")
+                return
+            text = json.dumps(settings, sort_keys=True)
             if row is None:
-                raise UsageError(f"{self.path} holds no sweep")
-            self.settings = json.loads(row[0])
-            return
-        text = json.dumps(settings, sort_keys=True)
-        if row is None:
-            self.db.execute("INSERT OR IGNORE INTO sweep VALUES (1, ?)", (text,))
-            row = self.db.execute("SELECT settings FROM sweep").fetchone()
-        if json.loads(row[0]) != json.loads(text):
-            differ = sorted(k for k in settings if json.loads(row[0]).get(k) != settings[k])
+                self.db.execute("INSERT OR IGNORE INTO sweep VALUES (1, ?)", (text,))
+                row = self.db.execute("SELECT settings FROM sweep").fetchone()
+            stored = json.loads(row[0])
+        if not isinstance(stored, dict):
+            raise UsageError(f"{self.path}: the store is damaged (its settings are not a sweep's)")
+        if stored != json.loads(text):
+            differ = sorted(k for k in settings if stored.get(k) != settings[k])
             raise UsageError(f"{self.path} holds a sweep with other settings ({', '.join(differ)}); "
                              "give another --store, or the same costs and solver settings")
         self.settings = settings
@@ -89,25 +81,42 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [(p.key, p.devices, p.placement, p.microbatches, p.memory, p.objective) for p in points])
 
-    def claim(self, points: list[Point]) -> tuple[list[Point], int, int]:
-        """Take the points not done and not held by a live sweep: (claimed, done, held elsewhere).
-        A point left running by a sweep that died is taken again."""
-        owner, wanted = me(), {p.key: p for p in points}
+    def claim(self, points: list[Point], limit: int | None = None) -> tuple[list[Point], int, int]:
+        """Take up to `limit` of the points not done and not held by a live sweep: (claimed,
+        done, held elsewhere). A claim is a lease: a point whose owner has not renewed it
+        (`heartbeat`) for `lease_s`, or whose owner on this host is gone, is taken again."""
+        owner, wanted, now = me(), {p.key: p for p in points}, time.time()
         with self._transaction():
-            rows = self.db.execute("SELECT key, state, owner FROM points").fetchall()
+            rows = self.db.execute("SELECT key, state, owner, heartbeat FROM points").fetchall()
+            order = {p.key: k for k, p in enumerate(points)}
             claimed, done, held = [], 0, 0
-            for key, state, holder in rows:
+            for key, state, holder, beat in sorted(rows, key=lambda r: order.get(r[0], -1)):
                 if key not in wanted:
                     continue
                 if state == "done":
                     done += 1
-                elif state == "running" and holder != owner and _alive(holder or ""):
+                elif state == "running" and holder == owner:
+                    continue  # in this sweep's own hands already
+                elif (state == "running" and holder != owner and beat is not None and now - beat < self.lease_s
+                      and _alive(holder or "")):
                     held += 1
-                else:
+                elif limit is None or len(claimed) < limit:
                     claimed.append(wanted[key])
-            self.db.executemany("UPDATE points SET state = 'running', owner = ? WHERE key = ?",
-                                [(owner, p.key) for p in claimed])
+            self.db.executemany("UPDATE points SET state = 'running', owner = ?, heartbeat = ? WHERE key = ?",
+                                [(owner, now, p.key) for p in claimed])
         return claimed, done, held
+
+    def renew(self) -> None:
+        """Renew this sweep's leases: its claims stay its own while it runs."""
+        with self._transaction():
+            self.db.execute("UPDATE points SET heartbeat = ? WHERE owner = ? AND state = 'running'",
+                            (time.time(), me()))
+
+    def fail(self, point: Point, reason: str) -> None:
+        """A point that cannot be solved here (its worker died twice): failed, with the reason."""
+        with self._transaction():
+            self.db.execute("UPDATE points SET state = 'failed', owner = NULL, status = 'error', message = ? "
+                            "WHERE key = ?", (reason, point.key))
 
     def finish(self, point: Point, outcome: dict, schedule_path: str | None, seconds: float) -> None:
         with self._transaction():
@@ -130,24 +139,30 @@ class Store:
         return cursor.rowcount
 
     def points(self) -> list[dict]:
-        cursor = self.db.execute("SELECT * FROM points ORDER BY devices, placement, microbatches, memory, objective")
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        with said_in_one_line(self.path):
+            cursor = self.db.execute("SELECT * FROM points ORDER BY devices, placement, microbatches, memory, "
+                                     "objective")
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
 
     def results(self) -> list[dict]:
-        cursor = self.db.execute(
-            "SELECT p.devices, p.placement, p.microbatches, p.memory, p.objective, p.schedule_path, r.* "
-            "FROM results r JOIN points p ON p.key = r.key WHERE p.state = 'done' ORDER BY r.key, r.name")
-        names = [d[0] for d in cursor.description]
-        rows = [dict(zip(names, row)) for row in cursor.fetchall()]
-        for row in rows:
-            row["peak_memory"] = json.loads(row["peak_memory"])
-            row["memory_limit"] = json.loads(row["memory_limit"]) if row["memory_limit"] else None
-            row["fits"] = bool(row["fits"])
+        with said_in_one_line(self.path):
+            cursor = self.db.execute(
+                "SELECT p.devices, p.placement, p.microbatches, p.memory, p.objective, p.schedule_path, r.* "
+                "FROM results r JOIN points p ON p.key = r.key WHERE p.state = 'done' ORDER BY r.key, r.name")
+            names = [d[0] for d in cursor.description]
+            rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+        try:
+            for row in rows:
+                row["peak_memory"] = json.loads(row["peak_memory"])
+                row["memory_limit"] = json.loads(row["memory_limit"]) if row["memory_limit"] else None
+                row["fits"] = bool(row["fits"])
+        except (ValueError, TypeError) as error:
+            raise UsageError(f"{self.path}: the store is damaged (a result row does not read: {error})") from None
         return rows
 
     def _transaction(self):
-        return _Transaction(self.db)
+        return _Transaction(self.db, self.path)
 
 
 def _column(field: str, value):
@@ -155,13 +170,24 @@ def _column(field: str, value):
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE takes the write lock up front, so two sweeps never interleave a change."""
+    """BEGIN IMMEDIATE takes the write lock up front, so two sweeps never interleave a change;
+    SQLite's failures (a damaged or read-only file) come out as one line."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db, self.path = db, path
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
+        with said_in_one_line(self.path):
+            self.db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, kind, value, traceback) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+    def __exit__(self, kind, value, traceback) -> bool:
+        if kind is not None:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            if isinstance(value, sqlite3.DatabaseError):
+                with said_in_one_line(self.path):
+                    raise value
+            return False
+        with said_in_one_line(self.path):
+            self.db.execute("COMMIT")
+        return False

@@ -3,7 +3,10 @@ solve; the schedule comes back as its file's text, and the driver alone writes f
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import sys
 import time
 
 from zbsolve.baselines import applicable, run_baseline
@@ -15,9 +18,20 @@ from zbsolve.solvers import solve
 from .grid import Point, from_dict, problem_of
 
 
-def ignore_interrupts() -> None:
-    """Pool processes leave Ctrl-C to the driver, which stops them and keeps the store whole."""
+def worker_start(driver: int) -> None:
+    """A pool process leaves Ctrl-C to the driver, which stops it and keeps the store whole,
+    and ends with the driver: killed, the driver leaves no worker to finish its point and
+    write broken-pipe tracebacks to the terminal (Linux's parent-death signal; elsewhere the
+    worker ends when it next reads its queue)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != driver:  # the driver was gone before the signal was asked for
+            os._exit(0)
 
 
 def _row(schedule: Schedule, seconds: float) -> dict:
