@@ -162,3 +162,27 @@ def static_bound(view: ProblemView) -> int:
     from zbsolve.solvers.bounds import lower_bound
 
     return lower_bound(view)
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    """Processes whose parent is `pid`, with their command lines."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid:
+            found.append((int(entry.name), line))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -64,3 +64,27 @@ def test_torchs_own_interleaved_zero_bubble_csv_is_read_and_timed(tmp_path):
     read = read_torch_csv(_csv(tmp_path, rows), problem)
     validate(read)
     assert read.metrics == run_baseline("interleaved-zb", problem).metrics
+
+
+GOOD = [["0F0", "0F1", "0I0", "0W0", "0I1", "0W1"], ["1F0", "1I0", "1F1", "1I1", "1W0", "1W1"]]
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    path = tmp_path / "plan.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + "".join(",".join(row) + "\n" for row in GOOD).encode())
+    schedule = read_torch_csv(path, uniform(2, 2))
+    validate(schedule)
+    assert schedule.metrics.makespan == read_torch_csv(_csv(tmp_path, GOOD), uniform(2, 2)).metrics.makespan
+
+
+@pytest.mark.parametrize("action, says", [
+    ("1" * 5000 + "F0", "a stage or microbatch number of over 9 digits"),
+    ("0F" + "9" * 10, "a stage or microbatch number of over 9 digits"),
+    ("\u0660F0", "not a compute action"),  # ARABIC-INDIC DIGIT ZERO
+    ("0F\u0661", "not a compute action"),
+    ("(0F\u0660;0I0)OVERLAP_F_B", "not a compute action"),
+])
+def test_numbers_are_ascii_digits_of_sane_length(tmp_path, action, says):
+    rows = [[action, *GOOD[0][1:]], GOOD[1]]
+    with pytest.raises(ScheduleFileError, match=re.escape(says)):
+        read_torch_csv(_csv(tmp_path, rows), uniform(2, 2))

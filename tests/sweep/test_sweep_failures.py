@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import alive, children
 
 # Points no solve proves in 2 s (tight memory, P=8): each runs its whole time limit, so a worker is
 # mid-solve for seconds after it appears.
@@ -17,22 +18,6 @@ SLOW = ["--stages", "8", "--placements", "single", "--microbatches", "24", "--me
         "--F", "1", "--B", "1.3", "--W", "0.7", "--comm", "0.1", "--time-limit", "2", "--workers", "1",
         "--no-deterministic", "-q"]
 MID_SOLVE_S = 1.0  # after the worker appears: its imports, the baselines, then the solve
-
-
-def children(pid: int) -> list[tuple[int, str]]:
-    """Processes whose parent is `pid`, with their command lines."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == pid:
-            found.append((int(entry.name), line))
-    return found
 
 
 def worker_of(driver: subprocess.Popen, deadline_s: float = 120) -> int:
@@ -45,14 +30,6 @@ def worker_of(driver: subprocess.Popen, deadline_s: float = 120) -> int:
         assert driver.poll() is None, "the sweep ended before it started a worker"
         time.sleep(0.05)
     raise AssertionError("no worker process appeared")
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def sweep(store: Path, *extra: str) -> subprocess.Popen:
@@ -101,3 +78,23 @@ def test_an_unreachable_ray_cluster_is_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr.splitlines() == [done.stderr.strip()]
     assert "cannot reach a Ray cluster at 127.0.0.1:1" in done.stderr
+
+
+def test_sigterm_to_a_sweep_on_local_ray_stops_it_with_the_stop_lines(tmp_path):
+    pytest.importorskip("ray")
+    store = tmp_path / "s.db"
+    driver = subprocess.Popen([sys.executable, "-m", "zbsolve", "sweep", *SLOW, "--store", str(store),
+                               "--ray", "local"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # a point handed to Ray: the sweep is under way
+        if store.exists() and states(store).get("running"):
+            break
+        assert driver.poll() is None, driver.stderr.read()
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 130, err
+    assert "zbsolve sweep: stopped with 0 of 2 points in" in err and "the same command finishes the rest" in err
+    assert "Traceback" not in err and "Stack (most recent call first)" not in err
+    assert states(store) == {"pending": 2}  # handed back

@@ -20,8 +20,10 @@ from zbsolve.schedule.simulator import simulate
 
 TORCH_KIND = {"F": "F", "B": "I", "W": "W", "BW": "B"}
 OUR_KIND = {torch: ours for ours, torch in TORCH_KIND.items()}
-_ACTION = re.compile(r"(\d+)([FIWB])(\d+)")
-_PAIR = re.compile(r"\((\d+[FIWB]\d+);(\d+[FIWB]\d+)\)OVERLAP_F_B")
+# ASCII digits only: \d also takes other scripts' digits, which int() then reads as numbers.
+_ACTION = re.compile(r"([0-9]+)([FIWB])([0-9]+)")
+_PAIR = re.compile(r"\(([0-9]+[FIWB][0-9]+);([0-9]+[FIWB][0-9]+)\)OVERLAP_F_B")
+_MOST_DIGITS = 9  # no problem has a billion stages or microbatches
 
 
 def action(op: Op) -> str:
@@ -67,7 +69,7 @@ def read_torch_csv(path: str | os.PathLike, problem: Problem) -> Schedule:
     A CSV that does not match the problem is refused naming the row and action."""
     check_torch_form(problem)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark (spreadsheets write one) skipped
     except FileNotFoundError:
         raise MissingFileError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:
@@ -107,6 +109,8 @@ def _op(text: str, where: str, problem: Problem, rank: int) -> Op:
     if not match:
         raise ScheduleFileError(f"{where}: not a compute action (<stage><F|I|W|B><microbatch>; a compute_only "
                                 "CSV holds no communication actions)")
+    if max(len(match.group(1)), len(match.group(3))) > _MOST_DIGITS:
+        raise ScheduleFileError(f"{where}: a stage or microbatch number of over {_MOST_DIGITS} digits")
     stage, kind, microbatch = int(match.group(1)), OUR_KIND[match.group(2)], int(match.group(3))
     pipe = problem.pipes[0]
     if stage >= len(pipe.stages):
