@@ -44,16 +44,19 @@ def commands(page: str) -> list[str]:
     return found
 
 
+QUICK_S = "0.2"  # every solve still runs its phases and writes its files; the search is cut short
+
+
 def quick(command: str) -> list[str]:
-    """The command with a time limit of 1 s (solves and sweeps), 2 steps after 1 warm-up (runs)
-    and one timed repeat (profiles): what it does stays as written."""
+    """The command with a time limit of 0.2 s (solves and sweeps), 2 steps after 1 warm-up
+    (runs) and one timed repeat (profiles): what it does stays as written."""
     words = shlex.split(command)
-    for option, value in (("--time-limit", "1"), ("--steps", "2"), ("--warmup", "1")):
+    for option, value in (("--time-limit", QUICK_S), ("--steps", "2"), ("--warmup", "1")):
         if option in words:
             words[words.index(option) + 1] = value
     if words[:2] in (["zbsolve", "solve"], ["zbsolve", "compare"], ["zbsolve", "sweep"]) \
             and "--time-limit" not in words:
-        words += ["--time-limit", "1"]
+        words += ["--time-limit", QUICK_S]
     if words[:2] == ["zbsolve", "profile"] and "--from-run" not in words:
         words += ["--repeats", "1"]
     if words[:2] == ["zbsolve", "run"]:
@@ -78,6 +81,9 @@ def test_the_pages_show_the_commands_this_test_runs():
     assert "zbsolve profile --from-run measured.json -o calibrated.json" in readme
     assert any(c.startswith("zbsolve sweep --profile models/zb-1.5b.json") for c in readme)
     assert sum(len(c) for c in shown.values()) > 10
+    readme_chains = chains("README.md")  # what the worked example writes, each command reads
+    worked = next(c for c in readme_chains if any("tiny.json" in command for command in c))
+    assert [c.split()[1] for c in worked] == ["profile", "solve", "plot", "run", "profile"]
 
 
 def to_run(page: str) -> list[str]:
@@ -87,10 +93,26 @@ def to_run(page: str) -> list[str]:
     return [c for c in commands(page) if not c.startswith(NOT_RUN) and NO_GPU not in c and c not in earlier]
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if to_run(p)])
-def test_every_command_a_page_shows_runs(page, tmp_path):
-    ran = 0
+def chains(page: str) -> list[list[str]]:
+    """The page's commands to run, in groups that share no file (each group in page order): a
+    group runs on its own, in its own folder."""
+    groups: list[tuple[set[str], list[str]]] = []
     for command in to_run(page):
+        files = set(FILE_WORD_WHOLE.findall(command))
+        joined = [g for g in groups if g[0] & files]
+        merged = (files.union(*(g[0] for g in joined)), [c for g in joined for c in g[1]] + [command])
+        groups = [g for g in groups if g not in joined] + [merged]
+    return [sorted(g[1], key=to_run(page).index) for g in groups]
+
+
+FILE_WORD_WHOLE = re.compile(r"[\w./-]+\.(?:json|csv|png|svg|pdf|db)\b")
+CHAINS = [(page, k) for page in PAGES for k in range(len(chains(page)))]
+
+
+@pytest.mark.parametrize("page, chain", CHAINS, ids=[f"{p}-{k}" for p, k in CHAINS])
+def test_every_command_a_page_shows_runs(page, chain, tmp_path):
+    ran = 0
+    for command in chains(page)[chain]:
         if needs_torch(command) and not TORCH:
             continue
         done = subprocess.run(quick(command), cwd=tmp_path, capture_output=True, text=True,

@@ -84,7 +84,7 @@ def trained(tmp_path_factory) -> dict:
     for P in sorted({case[0] for case in SOLVED_CASES}):
         cases = [case for case in SOLVED_CASES if case[0] == P]
         schedules = [solve(uniform(P, 2 * P, F=1, B=1.2, W=0.8, placement=placement, memory=memory), "cpsat",
-                           time_limit=5, workers=1) for _, placement, memory in cases]
+                           time_limit=1, workers=1) for _, placement, memory in cases]  # any valid order will do
         results = run_ranks(schedules, tmp_path_factory.mktemp(f"ranks{P}"))
         found.update(zip(cases, zip(schedules, results)))
     return found
