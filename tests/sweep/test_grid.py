@@ -92,3 +92,17 @@ def test_every_combination_is_a_point_and_checked_before_any_solve():
         points([4], ["single"], [8], ["1x"], ["fastest"], model())
     with pytest.raises(UsageError):
         points([4], ["single"], [8], ["lots"], ["makespan"], model())
+
+
+def test_a_range_finer_than_four_digits_is_solved_once_per_distinct_limit_and_said(capsys, tmp_path):
+    from zbsolve.cli import main
+    from zbsolve.sweep.grid import range_steps
+
+    limits = parse_memory_grid("0.5x:2x:9999")
+    assert len(limits) == len(set(limits)) == 4334 and range_steps("0.5x:2x:9999") == 9999
+    assert parse_memory_grid("1x:1.0001x:5") == ["1x"]
+    assert main(["sweep", "-p", "2", "--placements", "single", "-m", "2", "--memory", "1x:1.0001x:5",
+                 "--time-limit", "0.2", "--store", str(tmp_path / "s.db")]) == 0
+    out, err = capsys.readouterr()
+    assert "--memory 1x:1.0001x:5 gives 1 distinct limit, not 5" in err
+    assert "zbsolve sweep: 1 point, 0.2 s each" in err and out.startswith("1 points solved now")

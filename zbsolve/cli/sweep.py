@@ -165,8 +165,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     memories = parse_memory_grid(args.memory)
     steps = range_steps(args.memory)
     if steps is not None and steps > len(memories) and not args.quiet:
-        sys.stderr.write(f"zbsolve sweep: note: --memory {args.memory} gives {len(memories)} distinct limits, not "
-                         f"{steps}: limits are kept to four significant digits, and closer steps are one\n")
+        limits = f"{len(memories)} distinct limit{'' if len(memories) == 1 else 's'}"
+        sys.stderr.write(f"zbsolve sweep: note: --memory {args.memory} gives {limits}, not {steps}: limits are "
+                         "kept to four significant digits, and closer steps are one\n")
     grid = points(stages, parse_list(args.placements, "--placements"), microbatches,
                   memories, parse_list(args.objective, "--objective"), costs)
     _check_frontier_outputs(args, args.store)
