@@ -127,3 +127,14 @@ def test_the_plot_draws_1f1b_as_it_runs_with_the_fused_backward(tmp_path):
     assert reference.name == "1f1b (fused BW)" and reference.metrics.makespan == pytest.approx(160.74)
     slower = build_problem(2, 8, StageCost(6.07, 8.21, 6.67, 8.4, 2, fused=15.0))
     assert one_f_one_b_as_run(slower).name == "1f1b"
+
+
+def test_auto_with_a_torch_csv_leaves_out_the_placement_torch_cannot_run(capsys, tmp_path):
+    csv = tmp_path / "plan.csv"
+    assert main(["solve", *SMALL, "--placement", "auto", "--time-limit", "0.5", *DETERMINISTIC,
+                 "--torch-csv", str(csv)]) == 0
+    out, err = capsys.readouterr()
+    assert "auto leaves bidirectional out: torch pipelining runs one pipe of stages" in err
+    assert "placements single, interleaved:2, vshape, F=1" in out.splitlines()[0]
+    assert "answer: vshape: solved, 14.4 ms (optimal)" in out  # the fastest of the three torch can run
+    assert len(csv.read_text().splitlines()) == 4

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from zbsolve.baselines import left_out
 from zbsolve.baselines.reference import one_f_one_b_reference
-from zbsolve.errors import InfeasibleError, UsageError, ZbsolveError
+from zbsolve.errors import ExportError, InfeasibleError, UsageError, ZbsolveError
 from zbsolve.formats.torch_csv import check_torch_form
 from zbsolve.problem.placements import PLACEMENT_HELP, parse_placement
 from zbsolve.problem.problem import Problem
@@ -70,7 +70,7 @@ def choices_from_args(args: argparse.Namespace, command: str, solving: bool) -> 
                 if getattr(args, "torch_csv", None):
                     check_torch_form(variant)
                 choices.append(Choice(variant))
-        except (UsageError, InfeasibleError) as error:
+        except (UsageError, InfeasibleError, ExportError) as error:  # ExportError: no torch form (--torch-csv)
             if not auto:
                 raise
             print(f"zbsolve {command}: note: auto leaves {placement} out: {error}", file=sys.stderr)

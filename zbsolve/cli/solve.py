@@ -226,7 +226,8 @@ def solve_choices(choices: list[Choice], args: argparse.Namespace, timed: list[l
     over the choices still to solve (work units shared evenly when deterministic). After a stop,
     the choices not reached are left unsolved (None)."""
     deterministic = runs_deterministic(args.workers, args.deterministic)
-    began, solved = time.monotonic(), []
+    began = time.monotonic()
+    solved: list[Schedule | None] = []
     for k, choice in enumerate(choices):
         if stop.is_set():
             solved.append(None)

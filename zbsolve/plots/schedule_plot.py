@@ -205,9 +205,10 @@ def plot(schedule: Schedule, path: str | os.PathLike, reference: Schedule | None
                                  gridspec_kw={"height_ratios": [gantt_height, memory_height] * len(shown)})
         axes = [[grid[2 * k][0] for k in range(len(shown))], [grid[2 * k + 1][0] for k in range(len(shown))]]
     else:
-        fig, axes = plt.subplots(2, len(shown), sharex=True, squeeze=False,
+        fig, grid = plt.subplots(2, len(shown), sharex=True, squeeze=False,
                                  figsize=(width * len(shown), 1.2 + gantt_height + memory_height),
                                  gridspec_kw={"height_ratios": [gantt_height, memory_height]})
+        axes = [list(row) for row in grid]
     points_per_time = (width - 1.5) * 72 / (makespan * 1.01)  # less the row names and the margins
     top = max(memory_top(s) for s in shown)  # one memory scale: the panels compare at a glance
     for column, s in enumerate(shown):

@@ -67,7 +67,8 @@ def plot_frontier(f: Frontier, path: str | os.PathLike) -> None:
             ax.step(xs_own, ys, where="post", color=colour, linewidth=1.5)
             ax.fill_between(xs_own, bounds, ys, step="post", color=colour, alpha=0.12, linewidth=0)
         # Each point's proven bound: a whisker down from its value.
-        ax.errorbar(xs_own, ys, yerr=[[v - b for v, b in zip(ys, bounds)], [0] * len(ys)], fmt=marker,
+        below = [v - b for v, b in zip(ys, bounds)]
+        ax.errorbar(xs_own, ys, yerr=[below, [0.0] * len(ys)], fmt=marker,
                     color=colour, markersize=6, capsize=3, linewidth=1)
         solved_handles.append(Line2D([], [], color=colour, marker=marker, markersize=6,
                                      linewidth=1.5 if len(own) > 1 else 0, label=f"{placement} (solved)"))

@@ -11,6 +11,7 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 from zbsolve.errors import UsageError
 
@@ -89,7 +90,8 @@ class Store:
         with self._transaction():
             rows = self.db.execute("SELECT key, state, owner, heartbeat FROM points").fetchall()
             order = {p.key: k for k, p in enumerate(points)}
-            claimed, done, held = [], 0, 0
+            claimed: list[Point] = []
+            done = held = 0
             for key, state, holder, beat in sorted(rows, key=lambda r: order.get(r[0], -1)):
                 if key not in wanted:
                     continue
@@ -180,7 +182,7 @@ class _Transaction:
         with said_in_one_line(self.path):
             self.db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, kind, value, traceback) -> bool:
+    def __exit__(self, kind, value, traceback) -> Literal[False]:
         if kind is not None:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
