@@ -14,7 +14,7 @@ def test_single_placement_is_one_chain_one_stage_per_device():
     assert len(p.pipes) == 1
     assert [s.device for s in p.pipes[0].stages] == [0, 1, 2, 3]
     assert p.pipes[0].microbatches == tuple(range(8))
-    assert p.memory_unit() == 4.0
+    assert p.one_f_one_b_peak() == 4.0
 
 
 def test_interleaved_splits_each_rank_stage_into_chunks():

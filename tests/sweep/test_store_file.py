@@ -92,6 +92,16 @@ def test_a_store_from_before_the_header_is_read_as_it_is_and_upgraded_by_a_write
         assert "heartbeat" in [r[1] for r in db.execute("PRAGMA table_info(points)")]
 
 
+def test_a_damaged_schema_quoted_by_sqlite_is_still_one_line(capsys, tmp_path):
+    path = small_store(tmp_path / "s.db")
+    data = bytearray(path.read_bytes())
+    data[3181:3185] = b"X\x00\x00\x00"  # found by the fuzz test below: SQLite quotes the schema, newlines and all
+    path.write_bytes(bytes(data))
+    assert main(["frontier", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "damaged" in err
+
+
 def test_a_damaged_store_is_one_line_from_both_commands(capsys, tmp_path):
     path = small_store(tmp_path / "s.db")
     data = bytearray(path.read_bytes())

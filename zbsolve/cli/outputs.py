@@ -41,7 +41,7 @@ def describe_problem(problem: Problem, placement_text: str | None = None) -> str
         memory = "memory unlimited"
     else:
         limit = max(problem.memory_limit)
-        unit, name = problem.memory_unit(), f" {problem.memory_unit_name}" if problem.memory_unit_name else ""
+        unit, name = problem.one_f_one_b_peak(), f" {problem.memory_unit_name}" if problem.memory_unit_name else ""
         relative = f"{limit / unit:.3g}x U, U={unit:g}{name}" if unit else "U=0: no activation"
         if len(set(problem.memory_limit)) == 1:
             memory = f"memory limit {limit:g}{name} ({relative})"

@@ -13,7 +13,8 @@ from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.solvers import check_solvable, check_solver_options, runs_deterministic, solve, solver_names
 from zbsolve.solvers.least_memory import STEPS, least_memory
-from zbsolve.solvers.pipeline import START_MEETS_BOUND
+from zbsolve.solvers.orchestration import START_MEETS_BOUND
+from zbsolve.solvers.registry import default_name
 from zbsolve.solvers.registry import get as get_backend
 
 from .choices import Choice, choices_from_args, print_choices, timed_rows
@@ -143,9 +144,10 @@ def solve_with_progress(problem: Problem, args: argparse.Namespace, baselines: l
     """Solve with live progress on stderr; Ctrl-C keeps the best schedule found so far. One
     `stop` (from `install_stop_handlers`) serves several solves; `label` names this one."""
     pairs_may_form = problem.fb_overlap is not None and problem.overlap_range() is not None
-    if args.solver == "cpsat" and pairs_may_form and runs_deterministic(args.workers, args.deterministic):
+    if get_backend(args.solver).slow_work_with_pairs and pairs_may_form and runs_deterministic(
+            args.workers, args.deterministic):
         # With pairs a work unit can take many seconds of wall time.
-        print(f"zbsolve {args.command}: note: with one worker the search is limited by CP-SAT's work measure, "
+        print(f"zbsolve {args.command}: note: with one worker the search is limited by {args.solver}'s work measure, "
               "which runs far slower than the clock with F&B pairs: this solve may take several times "
               "--time-limit and still not repeat exactly (--no-deterministic keeps to the clock)", file=sys.stderr)
     stop = install_stop_handlers() if stop is None else stop
@@ -258,9 +260,10 @@ def _solve_choices(choices: list[Choice], args: argparse.Namespace) -> int:
 
 def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> None:
     group = parser.add_argument_group("solver")
-    group.add_argument("--solver", default="cpsat", metavar="|".join(solver_names()),
+    group.add_argument("--solver", default=default_name(), metavar="|".join(solver_names()),
                        help="; ".join(f"{name}: {get_backend(name).summary}" for name in solver_names())
-                       + " (default cpsat; every solve starts from the best hand-made or list schedule)")
+                       + f" (default {default_name()}; every solve starts from the best hand-made or list "
+                         "schedule)")
     group.add_argument("--time-limit", type=float, default=default_time, metavar="S",
                        help=f"seconds before the best schedule found is returned (default {default_time:g}); "
                             "with --deterministic, CP-SAT work units instead (a unit is about a second, far more with "

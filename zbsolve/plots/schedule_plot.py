@@ -142,7 +142,7 @@ def _memory(ax, schedule: Schedule, top: float | None = None) -> None:
         if len(set(limit)) == 1:
             ax.axhline(limit[0], color="red", linestyle="--", linewidth=0.8, label="limit")
     name = schedule.problem.memory_unit_name
-    unit = f" ({name})" if name else f"\n(U = {schedule.problem.memory_unit():g})"
+    unit = f" ({name})" if name else f"\n(U = {schedule.problem.one_f_one_b_peak():g})"
     ax.set_ylabel(f"activation memory{unit}", fontsize=7)
     ax.set_xlabel(f"time ({schedule.problem.time_unit})", fontsize=7)
     ax.tick_params(labelsize=7)

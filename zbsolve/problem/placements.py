@@ -151,7 +151,7 @@ def parse_memory(
             return tuple(factor * peak for peak in peaks)
         if value.endswith(("x", "%")):
             factor = _factor(value[:-1]) / (100 if value.endswith("%") else 1)
-            unit = problem_without_limit.memory_unit()
+            unit = problem_without_limit.one_f_one_b_peak()
             if unit == 0:
                 raise ProblemError(f"memory {text!r} is a multiple of U, 1F1B's peak, which is 0 here "
                                    "(no stage has an activation); give an absolute limit or none")

@@ -222,9 +222,6 @@ class Problem:
     def cost(self, pipe: int, stage: int) -> StageCost:
         return self.stage_costs[self.pipes[pipe].stages[stage].cost]
 
-    def device_of(self, pipe: int, stage: int) -> int:
-        return self.pipes[pipe].stages[stage].device
-
     def activation_per_device(self, q: int) -> list[float]:
         """The activation one microbatch of pipe q leaves on each device (its stages summed)."""
         per_device = [0.0] * self.devices
@@ -241,7 +238,7 @@ class Problem:
         activation one microbatch of the first pipe leaves on device d."""
         return [min(self.devices - d, self.microbatches) * a for d, a in enumerate(self.activation_per_device(0))]
 
-    def memory_unit(self) -> float:
+    def one_f_one_b_peak(self) -> float:
         """U, the `x` of memory limits (docs/design.md, "Memory limits"): 1F1B's peak, the most
         any device holds under 1F1B on the single chain; P x A for a custom problem, which has none."""
         if self.placement == "custom":
@@ -251,7 +248,7 @@ class Problem:
     def memory_text(self, amount: float) -> str:
         """An amount of memory as messages give it: absolute, then in U ("40.8 GB (1.5x U)")."""
         unit = f" {self.memory_unit_name}" if self.memory_unit_name else ""
-        return f"{amount:g}{unit} ({amount / self.memory_unit():.4g}x U)"
+        return f"{amount:g}{unit} ({amount / self.one_f_one_b_peak():.4g}x U)"
 
     def stages_on_device(self) -> list[list[tuple[int, int]]]:
         """(pipe, stage) pairs held by each device, in pipe then stage order."""
@@ -297,7 +294,3 @@ class Problem:
             return (f"{given} is no shorter than any pair's halves run in turn (F + B + W = {in_turn:g} "
                     "at most): overlapping cannot save time")
         return None
-
-    @property
-    def single_pipe(self) -> bool:
-        return len(self.pipes) == 1

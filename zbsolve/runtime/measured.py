@@ -88,7 +88,7 @@ def measured_run(plan: Schedule, ranks: list[dict]) -> Run:
     per_unit = bytes_per(problem.memory_unit_name)
     peaks = [b / per_unit for b in peaks_bytes] if per_unit else [0.0] * problem.devices
     schedule = Schedule(name="measured", problem=problem, devices=tuple(tuple(d) for d in devices),
-                        metrics=_metrics(devices, peaks, problem.memory_unit()),
+                        metrics=_metrics(devices, peaks, problem.one_f_one_b_peak()),
                         solver=SolverInfo("run", status="measured", message=f"median of {len(steps)} steps"))
     kinds: dict[str, list[float]] = {}
     waits, overheads = [], []

@@ -118,7 +118,7 @@ def compute_metrics(graph: OpGraph, timed: Sequence[Sequence[TickSlot]]) -> Metr
     spans = [slots[-1][2] - slots[0][1] if slots else 0 for slots in timed]
     span = max(spans)
     peaks = [_peak_memory(graph, slots) for slots in timed]
-    unit = problem.memory_unit()
+    unit = problem.one_f_one_b_peak()
     peak_memory = tuple(graph.memory(p) for p in peaks)
     return Metrics(
         makespan=graph.time(makespan),

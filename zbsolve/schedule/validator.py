@@ -219,7 +219,7 @@ class _Checker:
                     counted.add(t.overlap)
             busy.append(total)
         span = max(max(t.end for t in ops) - min(t.start for t in ops) for ops in devices)
-        unit = self.problem.memory_unit()
+        unit = self.problem.one_f_one_b_peak()
         expected = {
             "makespan": makespan,
             "bubble_rate": 1 - sum(busy) / (len(devices) * makespan) if makespan > 0 else 0.0,

@@ -5,7 +5,7 @@ by the independent validator, and compared with the best hand-made schedule that
 the memory limit, which also serves as the warm start.
 """
 
-from .pipeline import (
+from .orchestration import (
     check_memory_feasible,
     check_solvable,
     check_solver_options,

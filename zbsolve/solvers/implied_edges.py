@@ -3,12 +3,30 @@ and the waits a device's memory limit forces (docs/solving.md, "Implied edges").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from zbsolve.problem.op_graph import Op
 
-if TYPE_CHECKING:
-    from .view import ProblemView
+
+class ProblemView(Protocol):
+    """What these edges read of the solvers' view (view.ProblemView, which builds them: the
+    view imports this module, and this one names only what it needs)."""
+
+    chains: list[list[Op]]
+    device_ops: list[list[Op]]
+    memory_effect: dict[Op, tuple[int, int]]
+    memory_limit: list[int] | None
+    pair_duration: int | None
+
+    @property
+    def split(self) -> bool: ...
+
+    def ordered(self, chain: list[Op]) -> bool: ...
+
+    def shortest(self, op: Op) -> int: ...
+
+    def forward_chains(self, device: int) -> Mapping[tuple[int, int], list[Op]]: ...
 
 
 def implied_edges(data: ProblemView, every_memory_edge: bool = False) -> list[tuple[Op, Op, int]]:

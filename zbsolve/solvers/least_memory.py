@@ -18,7 +18,7 @@ from zbsolve.errors import InfeasibleError, SolverError
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
 
-from .pipeline import minimum_memory
+from .orchestration import minimum_memory
 
 STEPS = 6
 RESOLUTION = 0.005  # of the found peak: closer ends are not worth another solve

@@ -1,4 +1,5 @@
-"""Solver backends register themselves here; the pipeline and the CLI read only this.
+"""Solver backends register themselves here; the pipeline and the CLI read only this, and
+name no backend.
 
 Each backend is a folder under `zbsolve/solvers/` whose `__init__.py` calls `register`;
 `backends.py` imports them. Deleting the folder and its line there removes the backend.
@@ -23,6 +24,27 @@ Run = Callable[[ProblemView, RunSettings, SearchState], BackendResult]
 
 @dataclass(frozen=True)
 class Backend:
+    """A solver backend: `run(view, settings, state)` returns a `BackendResult` in solver units.
+
+    The contract every backend keeps (tests/solvers/test_backend_contract.py holds each to it):
+
+    1. Stop: when `state.stop` is set it returns soon (CP-SAT and CBC within a second or so of
+       their next check), with `interrupted` True unless it had already proven its answer.
+    2. Limits: `settings.time_limit` is seconds of wall clock, or, where `work_limited` and
+       `settings.deterministic`, units of its own work measure, so that a run repeats; a
+       backend with no work measure keeps to the clock (the runner leaves it behind
+       `OVERRUN_GRACE_S` past the limit).
+    3. Progress: `settings.progress(best, bound, elapsed)` in problem units when it finds a
+       better schedule or proves a higher bound (where given).
+    4. Start: `state.hint` (a starting schedule's starts), `state.hint_pairs` and
+       `state.incumbent` (only a schedule no worse than it is wanted) are taken where it can.
+    5. Best found: a schedule it has is never dropped; when stopped or giving up it returns
+       it (`FEASIBLE`), and records each new one in `state.best_found` so that a backend left
+       behind still hands it over.
+    6. Honesty: `status` is a `Status`; `OPTIMAL` and `INFEASIBLE` only with a proof, and
+       `bound` only where proven.
+    """
+
     name: str
     run: Run
     summary: str  # one line for --help
@@ -34,6 +56,11 @@ class Backend:
     above_limit: str | None = None
     # Why it cannot model a problem at all (None: it can); checked before any work.
     refuses: Callable[[Problem], str | None] = lambda _problem: None
+    # A fast heuristic whose schedule starts the other backends' searches (the list scheduler).
+    makes_starts: bool = False
+    # Its work measure runs far slower than the clock with F&B pairs (a deterministic solve
+    # can then take several times its limit: the CLI says so).
+    slow_work_with_pairs: bool = False
 
 
 _BACKENDS: dict[str, Backend] = {}
@@ -47,6 +74,11 @@ def names() -> tuple[str, ...]:
     return tuple(_BACKENDS)
 
 
+def default_name() -> str:
+    """The backend a solve uses unless told: the first registered (backends.py's order)."""
+    return next(iter(_BACKENDS))
+
+
 def get(name: str) -> Backend:
     if name not in _BACKENDS:
         raise UsageError(f"unknown solver {name!r}; choose one of {', '.join(_BACKENDS)}")
@@ -55,6 +87,11 @@ def get(name: str) -> Backend:
 
 def registered(name: str) -> bool:
     return name in _BACKENDS
+
+
+def starter() -> Backend | None:
+    """The backend that makes starting schedules for the others, when one is installed."""
+    return next((b for b in _BACKENDS.values() if b.makes_starts), None)
 
 
 def backend_for(problem: Problem, name: str) -> tuple[Backend, str | None]:

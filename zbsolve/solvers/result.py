@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from zbsolve.problem.op_graph import Op
 
@@ -20,9 +21,18 @@ def partners(pairs) -> dict[Op, Op]:
     return partner
 
 
+class Status(str, Enum):
+    """What a backend says of its answer."""
+
+    OPTIMAL = "optimal"  # a schedule, proven best: `bound` meets it
+    FEASIBLE = "feasible"  # a schedule, not proven best
+    INFEASIBLE = "infeasible"  # proven: no schedule keeps the memory limit
+    UNKNOWN = "unknown"  # no schedule (the limit ran out, or a stop came, before one was found)
+
+
 @dataclass
 class BackendResult:
-    status: str  # optimal | feasible | infeasible | unknown
+    status: Status
     starts: dict[Op, int] | None
     objective: int | None
     bound: float | None  # solver units, may be fractional (LP bound)

@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 
 from .registry import Run
-from .result import BackendResult, joined_notes
+from .result import BackendResult, Status, joined_notes
 from .settings import RunSettings
 from .state import SearchState
 from .view import ProblemView
@@ -59,7 +59,7 @@ def _late(settings: RunSettings) -> str:
 def _left_behind(settings: RunSettings, state: SearchState, wall: float, interrupted: bool) -> BackendResult:
     late = _late(settings)
     if state.best_found is None:
-        return BackendResult("unknown", None, None, None, wall, message=late, interrupted=interrupted)
+        return BackendResult(Status.UNKNOWN, None, None, None, wall, message=late, interrupted=interrupted)
     starts, objective, pairs = state.best_found
-    return BackendResult("feasible", starts, objective, None, wall, pairs=pairs, interrupted=interrupted,
+    return BackendResult(Status.FEASIBLE, starts, objective, None, wall, pairs=pairs, interrupted=interrupted,
                          message=f"{late}: its best schedule so far is returned")

@@ -206,31 +206,33 @@ def build_view(graph: OpGraph, split: bool, objective: str, every_memory_edge: b
         chains.setdefault((op.kind, op.pipe, op.stage), []).append(op)
     edges = sum(1 for op in ops for _, d in predecessors[op] if d)
     horizon = sum(duration.values()) + edges * (graph.comm // unit)
-    head: dict[Op, int] = {}
-    tail: dict[Op, int] = {}
-    data = ProblemView(
+    # The view without what is derived from it (implied edges, heads, tails), which the
+    # derivations read; the view returned holds them all from its construction on.
+    base = ProblemView(
         graph=graph, ops=ops, duration=duration, predecessors=predecessors,
         device_ops=device_ops, memory_effect={op: graph.memory_effect(op) for op in ops},
-        memory_limit=graph.memory_limit, chains=list(chains.values()), head=head, tail=tail,
+        memory_limit=graph.memory_limit, chains=list(chains.values()), head={}, tail={},
         horizon=horizon, objective=objective, unit=unit,
         pair_duration=None if graph.fb_overlap is None else graph.fb_overlap // unit,
     )
-    implied = implied_edges(data, every_memory_edge)
+    implied = implied_edges(base, every_memory_edge)
     # Earliest start and least remaining time, with each op at its shortest (pairs included),
     # along dependencies and the implied edges.
     before = {op: list(predecessors[op]) for op in ops}
     for a, b, delay in implied:
         before[b].append((a, delay))
     topological = topological_order(ops, before)
-    data = replace(data, implied=implied, before=before, topological=topological)
+    head: dict[Op, int] = {}
     for op in topological:
-        head[op] = max((head[p] + data.shortest(p) + d for p, d in before[op]), default=0)
+        head[op] = max((head[p] + base.shortest(p) + d for p, d in before[op]), default=0)
     successors: dict[Op, list[tuple[Op, int]]] = {op: [] for op in ops}
     for op in ops:
         for pred, delay in before[op]:
             successors[pred].append((op, delay))
+    tail: dict[Op, int] = {}
     for op in reversed(topological):
-        tail[op] = data.shortest(op) + max((d + tail[s] for s, d in successors[op]), default=0)
+        tail[op] = base.shortest(op) + max((d + tail[s] for s, d in successors[op]), default=0)
+    data = replace(base, implied=implied, before=before, topological=topological, head=head, tail=tail)
     if not every_memory_edge and data.memory_limit is not None and any(
             not model_takes_memory_edges(data, d) for d in range(len(device_ops))):
         data = replace(data, bound_view=build_view(graph, split, objective, every_memory_edge=True))

@@ -36,18 +36,19 @@ def best_fitting_baseline(problem: Problem, graph: OpGraph,
     return best
 
 
-def list_schedule(graph: OpGraph, data: ProblemView, settings: RunSettings, state: SearchState) -> Schedule | None:
-    """A starting schedule from the list scheduler (when that backend is installed), given a
+def starter_schedule(graph: OpGraph, data: ProblemView, settings: RunSettings, state: SearchState) -> Schedule | None:
+    """A starting schedule from the backend that makes them (the list scheduler, when installed), given a
     tenth of the time limit, and at least LIST_LEAST_S up to half of it. One whose order
     breaks the memory limit is dropped: zero-length ops that tie on one device may run in an
     order the scheduler's own count did not see."""
-    if not registry.registered("list"):
+    starter = registry.starter()
+    if starter is None:
         return None
     share = max(0.1 * settings.time_limit, min(LIST_LEAST_S, 0.5 * settings.time_limit))
-    result = registry.get("list").run(data, replace(settings, time_limit=share, progress=None), state)
+    result = starter.run(data, replace(settings, time_limit=share, progress=None), state)
     if result.starts is None:
         return None
-    schedule = retimed(graph, data, result, "list")
+    schedule = retimed(graph, data, result, starter.name)
     return None if schedule.over_memory_limit() else schedule
 
 

@@ -45,7 +45,9 @@ def said_in_one_line(path: Path):
     try:
         yield
     except (sqlite3.DatabaseError, ValueError) as error:  # ValueError: text or JSON that does not decode
-        text = str(error)
+        # SQLite quotes a damaged schema, newlines and control bytes and all
+        text = " ".join("".join(c if c.isprintable() else " " for c in str(error)).split())
+        text = text if len(text) <= 160 else text[:157] + "..."
         if "readonly" in text or "read-only" in text:
             raise UsageError(f"{path}: cannot write to the store ({text}): make it writable, or give "
                              "another --store") from None

@@ -6,7 +6,7 @@ from ortools.sat.python import cp_model
 
 from zbsolve.problem.op_graph import Op, OpGraph
 from zbsolve.solvers.cpsat.counted import booleans, counted_terms, planned
-from zbsolve.solvers.cpsat.model import build_model
+from zbsolve.solvers.cpsat.formulation import build_model
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import build_view
 

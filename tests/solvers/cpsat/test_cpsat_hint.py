@@ -4,16 +4,16 @@ import pytest
 from helpers import uniform
 from ortools.sat.python import cp_model
 
-import zbsolve.solvers.pipeline as pipeline
+import zbsolve.solvers.orchestration as orchestration
 from zbsolve import solve
 from zbsolve.problem.op_graph import OpGraph
 from zbsolve.schedule.validator import validate
+from zbsolve.solvers.cpsat.formulation import build_model
 from zbsolve.solvers.cpsat.hints import add_hint
-from zbsolve.solvers.cpsat.model import build_model
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import build_view
-from zbsolve.solvers.warm_start import best_fitting_baseline, hint_from, list_schedule
+from zbsolve.solvers.warm_start import best_fitting_baseline, hint_from, starter_schedule
 
 
 @pytest.mark.parametrize("problem", [
@@ -27,7 +27,8 @@ def test_every_variable_is_hinted_and_the_hint_is_the_starting_schedule(problem)
     graph = OpGraph(problem)
     data = build_view(graph, problem.split_backward, problem.objective)
     state = SearchState(data)
-    warm = best_fitting_baseline(problem, graph) or list_schedule(graph, data, RunSettings(deterministic=True), state)
+    warm = best_fitting_baseline(problem, graph) or starter_schedule(graph, data, RunSettings(deterministic=True),
+                                                                     state)
     state.hint, state.hint_pairs = hint_from(warm, data)
     model, start, objective, pairs, derived = build_model(data, state)
     add_hint(model, data, state, start, derived)
@@ -47,16 +48,16 @@ def test_every_variable_is_hinted_and_the_hint_is_the_starting_schedule(problem)
 
 @pytest.mark.parametrize("memory, list_runs", [(None, False), ("1x", True)])
 def test_with_pairs_a_fitting_hand_made_schedule_starts_cpsat(monkeypatch, memory, list_runs):
-    """See `zbsolve.solvers.pipeline.solve`: from DualPipe's structure CP-SAT's searches went further
+    """See `zbsolve.solvers.orchestration.solve`: from DualPipe's structure CP-SAT's searches went further
     than from the list scheduler's shorter schedules. Where no hand-made one fits (1x), the
     list scheduler still gives the start."""
     calls = []
 
     def listed(graph, data, settings, state):
         calls.append(data)
-        return list_schedule(graph, data, settings, state)
+        return starter_schedule(graph, data, settings, state)
 
-    monkeypatch.setattr(pipeline, "list_schedule", listed)
+    monkeypatch.setattr(orchestration, "starter_schedule", listed)
     problem = uniform(4, 8, placement="bidirectional", fb_overlap=2.4, memory=memory)
     solved = solve(problem, "cpsat", time_limit=5, workers=2)
     assert bool(calls) == list_runs

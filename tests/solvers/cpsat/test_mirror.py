@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 from helpers import static_bound, uniform
 
-import zbsolve.solvers.cpsat.model as cpsat_model
+import zbsolve.solvers.cpsat.strategy as cpsat_strategy
 from zbsolve.problem.op_graph import OpGraph
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import solve
@@ -20,7 +20,7 @@ def no_short_search(monkeypatch):
     """These tests count the models and solvers of the mirrored phase and the whole model:
     the short search that small memory-limited models get first (tests/solvers/cpsat/test_relaxed.py) is
     left out."""
-    monkeypatch.setattr(cpsat_model, "PROBE_UP_TO_OPS", 0)
+    monkeypatch.setattr(cpsat_strategy, "PROBE_UP_TO_OPS", 0)
 
 
 def solve_input(problem):
@@ -69,8 +69,8 @@ def test_a_mirrored_schedule_is_never_reported_optimal_on_its_own_proof(monkeypa
             model.AddBoolOr([])
         return (model, *rest)
 
-    build_model = cpsat_model.build_model
-    monkeypatch.setattr(cpsat_model, "build_model", whole_model_fails)
+    build_model = cpsat_strategy.build_model
+    monkeypatch.setattr(cpsat_strategy, "build_model", whole_model_fails)
     solved = solve(uniform(4, 8, placement="bidirectional", fb_overlap=2.4), "cpsat", time_limit=30, workers=1)
     validate(solved)
     assert len(built) == 2
@@ -87,16 +87,17 @@ def test_whole_model_still_proves_after_the_mirrored_search():
     assert (solved.solver.status, solved.metrics.makespan, solved.solver.bound) == ("optimal", 23, 23)
 
 
-def recorded(monkeypatch, name: str) -> list:
-    """What each call of the CP-SAT backend's function `name` returned during a solve, in
-    order: `build_model` and `_solver` run once per phase (the mirrored one first)."""
-    results, function = [], getattr(cpsat_model, name)
+def recorded(monkeypatch, name: str, module=cpsat_strategy) -> list:
+    """What each call of the CP-SAT backend's function `name` (of `module`) returned during a
+    solve, in order: `build_model` and `parameters.solver_for` run once per phase (the
+    mirrored one first)."""
+    results, function = [], getattr(module, name)
 
     def recording(*args, **kwargs):
         results.append(function(*args, **kwargs))
         return results[-1]
 
-    monkeypatch.setattr(cpsat_model, name, recording)
+    monkeypatch.setattr(module, name, recording)
     return results
 
 
@@ -126,7 +127,7 @@ def test_a_mirror_image_schedule_that_meets_the_lower_bound_ends_the_solve(monke
 
 
 def test_no_mirrored_phase_where_window_search_runs(monkeypatch):
-    monkeypatch.setattr(cpsat_model, "WINDOW_FROM_OPS", 0)  # window search for this small model
+    monkeypatch.setattr(cpsat_strategy, "WINDOW_FROM_OPS", 0)  # window search for this small model
     solved, builds = solve_dualpipe_counting_builds(monkeypatch, "0.5x", time_limit=10)
     assert builds == 1
     assert solved.metrics.makespan >= 32
@@ -134,7 +135,7 @@ def test_no_mirrored_phase_where_window_search_runs(monkeypatch):
 
 def test_progress_during_the_mirrored_phase_shows_the_problems_own_bound(monkeypatch):
     # Without the device relaxations' phase, which would raise the problem's bound first.
-    monkeypatch.setattr(cpsat_model.relaxed, "eligible", lambda data, settings, state: False)
+    monkeypatch.setattr(cpsat_strategy.relaxed, "eligible", lambda data, settings, state: False)
     built = recorded(monkeypatch, "build_model")
     seen = []
 
@@ -152,10 +153,10 @@ def test_progress_during_the_mirrored_phase_shows_the_problems_own_bound(monkeyp
 
 def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(monkeypatch):
     """Above `SEARCH_ONLY_ABOVE_OPS` the mirrored phase runs neighbourhood search only."""
-    solvers = recorded(monkeypatch, "_solver")
+    solvers = recorded(monkeypatch, "solver_for", cpsat_strategy.parameters)
     problem = uniform(4, 8, placement="bidirectional", memory="0.5x")  # 96 ops
     for threshold, mirrored_searches_only in ((96, False), (95, True)):
-        monkeypatch.setattr(cpsat_model.mirror, "SEARCH_ONLY_ABOVE_OPS", threshold)
+        monkeypatch.setattr(cpsat_strategy.mirror, "SEARCH_ONLY_ABOVE_OPS", threshold)
         solvers.clear()
         solved = solve(problem, "cpsat", time_limit=4, workers=1)  # deterministic: the same on any machine
         validate(solved)
@@ -166,9 +167,9 @@ def test_large_mirrored_models_search_only_and_the_whole_model_keeps_its_proofs(
 def test_the_mirrored_search_varies_its_neighbourhoods_only_with_pairs(monkeypatch):
     """Where the mirrored phase searches only (above `SEARCH_ONLY_ABOVE_OPS`), a pair model's
     LNS varies its parameters; without pairs, and in the whole model, CP-SAT's default."""
-    solvers = recorded(monkeypatch, "_solver")
-    monkeypatch.setattr(cpsat_model.mirror, "SEARCH_ONLY_ABOVE_OPS", 95)
-    monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", 97)  # the whole model follows in both
+    solvers = recorded(monkeypatch, "solver_for", cpsat_strategy.parameters)
+    monkeypatch.setattr(cpsat_strategy.mirror, "SEARCH_ONLY_ABOVE_OPS", 95)
+    monkeypatch.setattr(cpsat_strategy.mirror, "ALONE_FROM_OPS", 97)  # the whole model follows in both
     for extra, diversified in (({"fb_overlap": 2.4}, True), ({}, False)):
         solvers.clear()
         problem = uniform(4, 8, placement="bidirectional", memory="0.5x", **extra)  # 96 ops
@@ -180,17 +181,17 @@ def test_the_mirrored_search_varies_its_neighbourhoods_only_with_pairs(monkeypat
 def test_large_pair_models_answer_with_the_mirrored_phase_alone(monkeypatch):
     """`ALONE_FROM_OPS` (pair models): no whole model after the mirrored phase. Here the best
     mirror image (33) is not optimal (32), which is why only large models skip the whole model."""
-    solvers = recorded(monkeypatch, "_solver")
+    solvers = recorded(monkeypatch, "solver_for", cpsat_strategy.parameters)
     problem = uniform(4, 8, placement="bidirectional", fb_overlap=2.4, memory="0.5x")
     for threshold, built, status, makespan in ((96, 1, "feasible", 33), (97, 2, "optimal", 32)):
-        monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", threshold)
+        monkeypatch.setattr(cpsat_strategy.mirror, "ALONE_FROM_OPS", threshold)
         solvers.clear()
         solved = solve(problem, "cpsat", time_limit=4, workers=1)  # deterministic: the same on any machine
         validate(solved)
         assert (len(solvers), solved.solver.status, solved.metrics.makespan) == (built, status, makespan)
     unpaired = uniform(4, 8, placement="bidirectional", memory="0.5x")  # 96 ops, no pairs: never alone
     solvers.clear()
-    monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", 0)
+    monkeypatch.setattr(cpsat_strategy.mirror, "ALONE_FROM_OPS", 0)
     solve(unpaired, "cpsat", time_limit=4, workers=1)
     assert len(solvers) == 2
 
@@ -199,7 +200,7 @@ def test_large_pair_models_offer_the_mirrored_phase_only_pairs_the_start_runs_cl
     """From `ALONE_FROM_OPS` the mirrored model offers only the pairs whose halves the
     starting schedule starts at most `PAIRS_WITHIN` pair lengths apart, and those it pairs;
     below it every phase offers every pair."""
-    build_model, seen = cpsat_model.build_model, []
+    build_model, seen = cpsat_strategy.build_model, []
 
     def recording(data, state, **options):
         built = build_model(data, state, **options)
@@ -208,16 +209,16 @@ def test_large_pair_models_offer_the_mirrored_phase_only_pairs_the_start_runs_cl
                      set(every), data.pair_duration))
         return built
 
-    monkeypatch.setattr(cpsat_model, "build_model", recording)
+    monkeypatch.setattr(cpsat_strategy, "build_model", recording)
     problem = uniform(4, 8, placement="bidirectional", fb_overlap=2.4, memory="0.5x")  # 96 ops
-    monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", 96)
+    monkeypatch.setattr(cpsat_strategy.mirror, "ALONE_FROM_OPS", 96)
     validate(solve(problem, "cpsat", time_limit=4, workers=1))
     (within, hint, hinted, offered, every, pair), = seen  # the mirrored phase alone
-    assert within == int(cpsat_model.mirror.PAIRS_WITHIN * pair) > 0
+    assert within == int(cpsat_strategy.mirror.PAIRS_WITHIN * pair) > 0
     assert hint and hinted <= offered < every
     assert {(f, b) for f, b in every if abs(hint[f] - hint[b]) <= within} | hinted == offered
     seen.clear()
-    monkeypatch.setattr(cpsat_model.mirror, "ALONE_FROM_OPS", 97)
+    monkeypatch.setattr(cpsat_strategy.mirror, "ALONE_FROM_OPS", 97)
     validate(solve(problem, "cpsat", time_limit=4, workers=1))
     assert len(seen) == 2 and all(within is None and offered == every for within, _, _, offered, every, _ in seen)
 
@@ -226,5 +227,6 @@ def test_pair_models_cap_presolve_probing_and_others_keep_the_default():
     """Probing's work measure undercounts on pair models (`PAIR_PROBING_WORK`)."""
     with_pairs = solve_input(dualpipe_with())
     without = solve_input(uniform(4, 8, placement="bidirectional", memory="0.5x"))
-    assert cpsat_model._solver(with_pairs, RunSettings(), 5.0).parameters.probing_deterministic_time_limit == 0.1
-    assert cpsat_model._solver(without, RunSettings(), 5.0).parameters.probing_deterministic_time_limit == 1.0
+    solver_for = cpsat_strategy.parameters.solver_for
+    assert solver_for(with_pairs, RunSettings(), 5.0).parameters.probing_deterministic_time_limit == 0.1
+    assert solver_for(without, RunSettings(), 5.0).parameters.probing_deterministic_time_limit == 1.0

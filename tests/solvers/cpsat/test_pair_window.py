@@ -8,7 +8,7 @@ from helpers import feasible, stage_costs, uniform
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-import zbsolve.solvers.cpsat.model as cpsat_model
+import zbsolve.solvers.cpsat.strategy as cpsat_strategy
 from zbsolve import solve
 from zbsolve.baselines import run_baseline
 from zbsolve.problem.op_graph import OpGraph
@@ -16,7 +16,7 @@ from zbsolve.problem.placements import build_problem
 from zbsolve.problem.problem import StageCost
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers.cpsat import mirror, pair_window
-from zbsolve.solvers.result import BackendResult
+from zbsolve.solvers.result import BackendResult, Status
 from zbsolve.solvers.retiming import retimed
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
@@ -32,7 +32,7 @@ def pair_input(problem):
 def checked(graph, data, starts, pairs):
     """The schedule re-timed with exact costs and validated (dependencies, one op or pair at
     a time, memory); its value."""
-    schedule = retimed(graph, data, BackendResult("feasible", starts, None, None, 0.0, pairs=sorted(pairs)), "w")
+    schedule = retimed(graph, data, BackendResult(Status.FEASIBLE, starts, None, None, 0.0, pairs=sorted(pairs)), "w")
     validate(schedule)
     return schedule.value
 
@@ -59,11 +59,11 @@ def windows_after_mirrored(data, seconds=1.0):
     (starts, ends, pairs) in solver units and what the search returned."""
     settings, state = RunSettings(time_limit=2.0, workers=2), SearchState(data)
     # work-limited, so that a loaded machine cannot cut it before its first schedule
-    first = cpsat_model._search_mirrored(data, RunSettings(time_limit=2.0, deterministic=True), state, 0.5)
+    first = cpsat_strategy._search_mirrored(data, RunSettings(time_limit=2.0, deterministic=True), state, 0.5)
     if first.status != "feasible":
         return None  # a problem with schedules may have no mirror image among them (a memory limit)
     begun = pair_window.compressed(data, first.starts, set(first.pairs))
-    model, start, pairs = cpsat_model.mirrored_model(data, state, mirror.twins(data))
+    model, start, pairs = cpsat_strategy.mirrored_model(data, state, mirror.twins(data))
     found = pair_window.search(data, settings, state, model, start, pairs, first.starts, first.pairs, seconds,
                                lambda *a: None)
     return (*begun, set(first.pairs)), found
@@ -115,9 +115,9 @@ def test_large_pair_solves_hand_a_stalled_search_to_windows_on_the_clock_only(mo
     # nothing (LNS only) and counts as stalled after 0.2 s without a better schedule.
     monkeypatch.setattr(mirror, "ALONE_FROM_OPS", 0)
     monkeypatch.setattr(mirror, "SEARCH_ONLY_ABOVE_OPS", 0)
-    monkeypatch.setattr(cpsat_model, "PROBE_UP_TO_OPS", 0)
-    monkeypatch.setattr(cpsat_model, "PAIR_WINDOW_STALL", 0.0)
-    monkeypatch.setattr(cpsat_model, "PAIR_WINDOW_NOT_BEFORE", 0.25)
+    monkeypatch.setattr(cpsat_strategy, "PROBE_UP_TO_OPS", 0)
+    monkeypatch.setattr(cpsat_strategy, "PAIR_WINDOW_STALL", 0.0)
+    monkeypatch.setattr(cpsat_strategy, "PAIR_WINDOW_NOT_BEFORE", 0.25)
     solved = solve(problem, "cpsat", time_limit=4, workers=2)
     validate(solved)
     stopped = solved.solver.message.split("mirror-image search stopped after ")[1]
@@ -126,7 +126,7 @@ def test_large_pair_solves_hand_a_stalled_search_to_windows_on_the_clock_only(mo
     assert solved.value >= solved.solver.bound
     # Wall-clock steps would not repeat. A one-worker search of this model ends within 1 s, so
     # it would never count as stalled a quarter of the way in: here it would at once.
-    monkeypatch.setattr(cpsat_model, "PAIR_WINDOW_NOT_BEFORE", 0.0)
+    monkeypatch.setattr(cpsat_strategy, "PAIR_WINDOW_NOT_BEFORE", 0.0)
     deterministic = solve(problem, "cpsat", time_limit=4, workers=1)
     assert "pair window search" not in (deterministic.solver.message or "")
     span = solve(replace(problem, objective="span"), "cpsat", time_limit=4, workers=2)
@@ -163,7 +163,7 @@ def test_from_dualpipes_schedule_the_search_finds_a_shorter_mirror_image():
     settings, state = RunSettings(workers=2), SearchState(data)
     state.hint, state.hint_pairs = hint_from(run_baseline("dualpipe", problem, graph), data)
     twin = mirror.twins(data)
-    model, start, pairs = cpsat_model.mirrored_model(data, state, mirror.twins(data))
+    model, start, pairs = cpsat_strategy.mirrored_model(data, state, mirror.twins(data))
     gains = []
     starts, chosen, value, steps, better = pair_window.search(
         data, settings, state, model, start, pairs, state.hint, sorted(state.hint_pairs), 3.0,

@@ -13,8 +13,9 @@ from zbsolve.problem.profiles import load_profile
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import bounds, minimum_memory, solve
 from zbsolve.solvers.bounds import Paths
-from zbsolve.solvers.cpsat import model as cpsat_model
 from zbsolve.solvers.cpsat import relaxed
+from zbsolve.solvers.cpsat import strategy as cpsat_strategy
+from zbsolve.solvers.result import Status
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import build_view
@@ -226,7 +227,7 @@ def test_a_solve_reports_the_bound_of_the_relaxation(monkeypatch):
     # 1.5B interleaved:2 at half memory, P=4 M=8, one worker (deterministic): without the
     # short search of the whole model first (which proves it by itself, below), the solve
     # proves 571.726 ms optimal with its bound through device 0's relaxation first.
-    monkeypatch.setattr(cpsat_model, "PROBE_UP_TO_OPS", 0)
+    monkeypatch.setattr(cpsat_strategy, "PROBE_UP_TO_OPS", 0)
     solved = solve(zb_1_5b(4, 8, "interleaved:2", "0.5x"), "cpsat", time_limit=20, workers=1)
     assert solved.solver.status == "optimal"
     assert solved.value == pytest.approx(571.726)
@@ -256,13 +257,13 @@ def test_a_short_search_that_proves_nothing_hands_on_its_schedule(monkeypatch):
     def recorded(data, settings, state, *args):
         starting = state.incumbent
         result, spent = probe(data, settings, state, *args)
-        assert result.status == "feasible" and result.objective < starting
+        assert result.status == Status.FEASIBLE and result.objective < starting
         assert (state.incumbent, state.hint) == (result.objective, result.starts)
         found.append(data.value(result.objective))
         return result, spent
 
-    probe = cpsat_model._probe
-    monkeypatch.setattr(cpsat_model, "_probe", recorded)
+    probe = cpsat_strategy._probe
+    monkeypatch.setattr(cpsat_strategy, "_probe", recorded)
     solved = solve(zb_1_5b(4, 6, "bidirectional", "1x"), "cpsat", time_limit=2, workers=1)
     assert found == [pytest.approx(332.768)]
     assert (solved.solver.status, solved.value) == ("optimal", pytest.approx(296.774))
@@ -277,7 +278,7 @@ def test_a_short_search_keeps_the_pairs_it_chose(monkeypatch):
     # back to the starting one (DualPipe's, 382.006).
     monkeypatch.setattr(relaxed, "eligible", lambda data, settings, state: True)
     monkeypatch.setattr(relaxed, "raise_bound", lambda *args, **kwargs: (None, None, 0.0))
-    monkeypatch.setattr(cpsat_model, "PROBE_SHARE", 1.0)
+    monkeypatch.setattr(cpsat_strategy, "PROBE_SHARE", 1.0)
     solved = solve(dualpipe_1_5b(4, 8), "cpsat", time_limit=20, workers=1)
     assert (solved.solver.status, solved.solver.message) == ("optimal", "proven by a short search of the whole model")
     assert solved.value == pytest.approx(361.698)

@@ -104,13 +104,13 @@ def test_span_compression_keeps_each_devices_first_start():
 
 @pytest.mark.parametrize("objective", ["makespan", "span"])
 def test_large_solves_run_the_window_search_after_the_whole_model(monkeypatch, objective):
-    import zbsolve.solvers.cpsat.model as cpsat_model
+    import zbsolve.solvers.cpsat.strategy as cpsat_strategy
     from zbsolve import solve
 
     profile = load_profile("models/zb-1.5b.json")  # tight memory: far from the bound, not proven in seconds
     problem = build_problem(4, 8, profile.rank_costs(4), comm=profile.comm, memory="0.5x",
                             placement="vshape", time_unit="ms", objective=objective)
-    monkeypatch.setattr(cpsat_model, "WINDOW_FROM_OPS", 0)  # a small problem stands in for a large one
+    monkeypatch.setattr(cpsat_strategy, "WINDOW_FROM_OPS", 0)  # a small problem stands in for a large one
     solved = solve(problem, "cpsat", time_limit=4, workers=2)
     validate(solved)
     assert "window search:" in (solved.solver.message or "")
@@ -119,13 +119,13 @@ def test_large_solves_run_the_window_search_after_the_whole_model(monkeypatch, o
         return
     # Deterministic: wall-clock steps would not repeat, so no window search, and the whole
     # model keeps the limit (less what the bound phase spent) rather than its share of it.
-    limits, solver_for = [], cpsat_model._solver
-    monkeypatch.setattr(cpsat_model, "_solver",
+    limits, solver_for = [], cpsat_strategy.parameters.solver_for
+    monkeypatch.setattr(cpsat_strategy.parameters, "solver_for",
                         lambda data, settings, limit, *rest: limits.append(limit) or solver_for(data, settings, limit,
                                                                                                 *rest))
     deterministic = solve(problem, "cpsat", time_limit=2, workers=1)
     assert "window search" not in (deterministic.solver.message or "")
-    assert limits[-1] > 2 * (1 - cpsat_model.WINDOW_SHARE)
+    assert limits[-1] > 2 * (1 - cpsat_strategy.WINDOW_SHARE)
 
 
 def test_a_step_that_gains_widens_the_window_even_unproven(monkeypatch):

@@ -22,7 +22,7 @@ import pulp
 
 from zbsolve.errors import UsageError
 from zbsolve.problem.op_graph import Op
-from zbsolve.solvers.result import BackendResult
+from zbsolve.solvers.result import BackendResult, Status
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import ProblemView
@@ -217,12 +217,12 @@ def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState) -> B
             model.prob.solve(command)
         except pulp.PulpSolverError:
             if state.stop.is_set():  # CBC ignored the interrupt and was killed (see _watch_log)
-                return BackendResult("unknown", None, None, None, time.monotonic() - t0, interrupted=True,
+                return BackendResult(Status.UNKNOWN, None, None, None, time.monotonic() - t0, interrupted=True,
                                      message="CBC did not stop within its grace period and was killed")
             # CBC's own process failed. The bundled CBC 2.10 segfaults in some runs (seen when
             # its time limit fell just after it took the starting solution, before any node):
             # it leaves no solution, and the starting schedule, if any, is the answer.
-            return BackendResult("unknown", None, None, None, time.monotonic() - t0,
+            return BackendResult(Status.UNKNOWN, None, None, None, time.monotonic() - t0,
                                  message="CBC's process failed (it crashed or exited with an error) "
                                          "and left no solution")
         log = _read_log(log_path)
@@ -238,11 +238,11 @@ def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState) -> B
         starts = {op: round(var.value()) for op, var in model.start.items()}
         value = round(pulp.value(model.objective))
         bound = value if proven else log.get("bound")
-        return BackendResult("optimal" if proven else "feasible", starts, value, bound, wall,
+        return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, starts, value, bound, wall,
                              interrupted=state.stop.is_set() and not proven)
     if status == pulp.LpStatusInfeasible:
-        return BackendResult("infeasible", None, None, None, wall)
-    return BackendResult("unknown", None, None, log.get("bound"), wall, interrupted=state.stop.is_set(),
+        return BackendResult(Status.INFEASIBLE, None, None, None, wall)
+    return BackendResult(Status.UNKNOWN, None, None, log.get("bound"), wall, interrupted=state.stop.is_set(),
                          message="CBC found no schedule within the time limit")
 
 

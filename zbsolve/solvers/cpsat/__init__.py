@@ -19,7 +19,7 @@ def model_size(problem: Problem) -> int:
 
 
 def _run(data, settings, state):
-    from .model import solve_cpsat
+    from .strategy import solve_cpsat
 
     return solve_cpsat(data, settings, state)
 
@@ -27,5 +27,5 @@ def _run(data, settings, state):
 register(Backend(
     name="cpsat", run=_run, summary="OR-Tools CP-SAT: proofs, bounds and large-neighbourhood search",
     work_limited=True, size=model_size, size_limit=MAX_MODEL_SIZE, size_unit="ops and pair choices",
-    above_limit="list",
+    above_limit="list", slow_work_with_pairs=True,
 ))

@@ -14,7 +14,7 @@ import time
 from itertools import zip_longest
 
 from zbsolve.solvers.registry import Backend, register
-from zbsolve.solvers.result import BackendResult
+from zbsolve.solvers.result import BackendResult, Status
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import ProblemView
@@ -78,10 +78,10 @@ def solve_list(data: ProblemView, settings: RunSettings, state: SearchState) -> 
                 settings.progress(data.value(run.objective()), None, time.monotonic() - t0)
     wall = time.monotonic() - t0
     if best is None:
-        return BackendResult("unknown", None, None, None, wall, message="every list-scheduling rule deadlocked",
+        return BackendResult(Status.UNKNOWN, None, None, None, wall, message="every list-scheduling rule deadlocked",
                              interrupted=state.stop.is_set())
     return BackendResult(
-        "feasible", best.starts, best.objective(), None, wall, pairs=best.pairs,
+        Status.FEASIBLE, best.starts, best.objective(), None, wall, pairs=best.pairs,
         message=f"list scheduler, best of {tried} pass(es): {best.rule.name}, cap {best.cap}" + _holding(best, data),
         interrupted=state.stop.is_set(),
     )
@@ -132,7 +132,7 @@ def _holding(run: ListRun, data: ProblemView) -> str:
 register(Backend(
     name="list", run=solve_list,
     summary="the memory-aware list scheduler alone (fast; status feasible unless a bound meets it)",
-    work_limited=True,
+    work_limited=True, makes_starts=True,
 ))
 
 __all__ = ["solve_list", "tighter_limits", "crowded", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES",

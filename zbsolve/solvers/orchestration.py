@@ -21,13 +21,13 @@ from . import (
     registry,
 )
 from .bounds import lower_bound as static_bound
-from .result import BackendResult, joined_notes
+from .result import BackendResult, Status, joined_notes
 from .retiming import retimed
 from .runner import run_in_thread
 from .settings import Progress, RunSettings, check_run_options, runs_deterministic
 from .state import SearchState
 from .view import build_view
-from .warm_start import best_fitting_baseline, hint_from, list_schedule
+from .warm_start import best_fitting_baseline, hint_from, starter_schedule
 
 MIN_BACKEND_S = 1.0  # the backend's least time, however long the starting schedules took
 START_MEETS_BOUND = "the starting schedule meets the lower bound"  # no backend ran
@@ -87,7 +87,7 @@ def _backend_for(problem: Problem, solver: str) -> tuple[registry.Backend, str |
 
 def solve(
     problem: Problem,
-    solver: str = "cpsat",
+    solver: str | None = None,
     *,
     time_limit: float = 60.0,
     workers: int | None = None,
@@ -108,6 +108,7 @@ def solve(
     table shows them too); the best within the memory limit is a starting schedule.
     """
     began = time.monotonic()
+    solver = registry.default_name() if solver is None else solver
     workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
     check_solver_options(solver, time_limit, workers, deterministic, seed)
     if baselines is not None and any(b.problem != problem for b in baselines):
@@ -126,19 +127,19 @@ def solve(
     # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler
     # finds a shorter one: the pair searches did better from it (docs/solving.md).
     paired_start = problem.fb_overlap is not None and warm is not None
-    if warm_start and backend.name != "list" and not paired_start and not _meets(warm, bound):
-        found = list_schedule(graph, data, settings, state)
+    if warm_start and not backend.makes_starts and not paired_start and not _meets(warm, bound):
+        found = starter_schedule(graph, data, settings, state)
         if found is not None and (warm is None or found.value < warm.value):
             warm = found
     if progress:  # the search may take a while to report: say where it starts from
         progress(warm.value if warm is not None else None, bound, 0.0)
     if _meets(warm, bound):
         # Nothing can beat it: skip the model (building a large one takes longer than this).
-        proven = BackendResult("optimal", None, None, None, 0.0,
+        proven = BackendResult(Status.OPTIMAL, None, None, None, 0.0,
                                message=START_MEETS_BOUND)
         return _finish(problem, graph, data, settings, state, backend.name, _noted(proven, fallback), warm, began)
     if state.stop.is_set() and warm is not None:  # interrupted during the start: no model to build
-        stopped = BackendResult("feasible", None, None, None, 0.0, interrupted=True,
+        stopped = BackendResult(Status.FEASIBLE, None, None, None, 0.0, interrupted=True,
                                 message="interrupted before the search began")
         return _finish(problem, graph, data, settings, state, backend.name, _noted(stopped, fallback), warm, began)
     if warm is not None:
@@ -177,9 +178,9 @@ def _finish(problem, graph, data, settings: RunSettings, state: SearchState, sol
     # The whole solve's time, as its limit counts it. The clock is the one thing a repeated
     # single-worker run cannot reproduce: leave it out.
     wall = None if settings.deterministic else round(time.monotonic() - began, 3)
-    info = SolverInfo(solver, result.status, wall_time_s=wall,
+    info = SolverInfo(solver, result.status.value, wall_time_s=wall,
                       time_limit_s=settings.time_limit, message=result.message)
-    if result.status == "infeasible":
+    if result.status == Status.INFEASIBLE:
         raise InfeasibleError(f"{solver} proved that no schedule fits the memory limit "
                               f"{_limit_text(problem)}")
     if result.starts is None:  # interrupted, proven by the bound, or nothing found in time
@@ -189,11 +190,11 @@ def _finish(problem, graph, data, settings: RunSettings, state: SearchState, sol
                 else f"no schedule found within {settings.time_limit:g} s by"
             )
             raise SolverError(f"{reason} {solver}; try a longer --time-limit or a looser --memory")
-        if result.status == "unknown" and not result.interrupted:
+        if result.status == Status.UNKNOWN and not result.interrupted:
             # The model found nothing in time (very large instances): the starting schedule
             # is still a validated answer, just not an improved or proven one.
             why = "" if result.message else f"{solver} found no schedule within {settings.time_limit:g} s: "
-            result = replace(result, status="feasible", message=joined_notes(
+            result = replace(result, status=Status.FEASIBLE, message=joined_notes(
                 result.message, f"{why}the starting schedule ({warm.name}) is returned"))
             info = replace(info, message=result.message)
         schedule = warm
@@ -209,7 +210,8 @@ def _finish(problem, graph, data, settings: RunSettings, state: SearchState, sol
     if result.bound is not None:  # the model's times are whole units: round the bound up
         bound = max(bound, data.value(math.ceil(result.bound - 1e-6)))
     bound = min(bound, value)
-    status = "interrupted" if result.interrupted else result.status
+    # the schedule's status (schedule.STATUSES): the backend's, or that the search was interrupted
+    status = "interrupted" if result.interrupted else result.status.value
     if status != "optimal" and math.isclose(bound, value, rel_tol=1e-12):
         status = "optimal"  # the value meets a proven lower bound
         info = replace(info, message=info.message or "optimality proven by the lower bound")

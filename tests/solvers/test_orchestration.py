@@ -19,8 +19,8 @@ from zbsolve.problem.problem import StageCost
 from zbsolve.problem.profiles import load_profile
 from zbsolve.schedule.simulator import simulate
 from zbsolve.schedule.validator import validate
-from zbsolve.solvers import minimum_memory, pipeline, registry, runner, solve
-from zbsolve.solvers.result import BackendResult
+from zbsolve.solvers import minimum_memory, orchestration, registry, runner, solve
+from zbsolve.solvers.result import BackendResult, Status
 from zbsolve.solvers.view import build_view
 
 BACKENDS = ["cpsat", "cbc"]
@@ -180,10 +180,10 @@ def test_a_time_limited_single_worker_run_stops_at_the_same_point():
 
 
 def test_a_deterministic_run_stopped_by_the_clock_says_it_may_not_repeat(monkeypatch):
-    from zbsolve.solvers.cpsat import model as cpsat_model
+    from zbsolve.solvers.cpsat import parameters as cpsat_parameters
 
     for backstop in ("CLOCK_BACKSTOP", "CLOCK_SLACK_S", "CLOCK_BACKSTOP_WITHOUT_PAIRS", "CLOCK_SLACK_WITHOUT_PAIRS_S"):
-        monkeypatch.setattr(cpsat_model, backstop, 0.0)  # the clock stops it after 1 s, before 5 units
+        monkeypatch.setattr(cpsat_parameters, backstop, 0.0)  # the clock stops it after 1 s, before 5 units
     problem = uniform(8, 24, F=1.1, B=1.3, W=0.7, comm=0.1, memory="1.25x", objective="span")
     solved = solve(problem, "cpsat", time_limit=5, workers=1)
     validate(solved)
@@ -289,11 +289,11 @@ def test_progress_reports_values_in_problem_units():
 
 def test_progress_starts_from_the_starting_schedule_and_counts_from_the_solves_start(monkeypatch):
     seen = []
-    list_schedule, run_in_thread = pipeline.list_schedule, pipeline.run_in_thread
+    starter_schedule, run_in_thread = orchestration.starter_schedule, orchestration.run_in_thread
 
     def slow_list_schedule(graph, data, settings, state):
         time.sleep(0.5)  # as a long list phase would: the backend starts later
-        found = list_schedule(graph, data, settings, state)
+        found = starter_schedule(graph, data, settings, state)
         seen.append(("list", found.value))
         return found
 
@@ -301,8 +301,8 @@ def test_progress_starts_from_the_starting_schedule_and_counts_from_the_solves_s
         seen.append(("backend", None))
         return run_in_thread(backend, data, settings, state, clocked)
 
-    monkeypatch.setattr(pipeline, "list_schedule", slow_list_schedule)
-    monkeypatch.setattr(pipeline, "run_in_thread", run)
+    monkeypatch.setattr(orchestration, "starter_schedule", slow_list_schedule)
+    monkeypatch.setattr(orchestration, "run_in_thread", run)
     problem = uniform(4, 8, memory="0.5x")  # no hand-made schedule fits: the list scheduler starts
     solved = solve(problem, "cpsat", time_limit=3, workers=2,
                    progress=lambda best, bound, t: seen.append((best, bound, t)))
@@ -325,7 +325,7 @@ def test_op_text_round_trips():
 def test_a_backend_that_finds_nothing_in_time_returns_the_starting_schedule(monkeypatch):
     # What happens on very large instances (the 28.3B profile at 1.25x in the benchmark):
     # the model finds no schedule within the limit, but the starting schedule is an answer.
-    replace_backend(monkeypatch, "cpsat", lambda *inputs: BackendResult("unknown", None, None, None, 1.0))
+    replace_backend(monkeypatch, "cpsat", lambda *inputs: BackendResult(Status.UNKNOWN, None, None, None, 1.0))
     # Span at 1.5x: the Zero Bubble greedy's 25.1 (the list scheduler's too) beats ZB-H1's 27.7 but not the bound 24.9
     # (the optimum, which a plain exact model proves), so the (failing) backend is consulted.
     problem = uniform(4, 8, memory="1.5x", F=1, B=1.2, W=0.7, objective="span")
@@ -351,7 +351,7 @@ def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, behaviour)
             state.best_found = (listed.starts, listed.objective, listed.pairs)
         if behaviour == "stops when told":
             state.stop.wait(30)
-            return BackendResult("feasible", listed.starts, listed.objective, None, 1.0, pairs=listed.pairs,
+            return BackendResult(Status.FEASIBLE, listed.starts, listed.objective, None, 1.0, pairs=listed.pairs,
                                  interrupted=True)
         time.sleep(30)
         raise AssertionError("left behind, never read")
@@ -394,7 +394,7 @@ def test_a_hand_made_schedule_at_the_bound_skips_the_heuristics_and_the_model(mo
     def refuse(*args):
         raise AssertionError("not needed: ZB-H1 already meets the bound")
 
-    monkeypatch.setattr(pipeline, "list_schedule", refuse)
+    monkeypatch.setattr(orchestration, "starter_schedule", refuse)
     replace_backend(monkeypatch, "cpsat", refuse)
     solved = solve(uniform(4, 8, memory="1x"), "cpsat", time_limit=5, workers=1)
     assert solved.solver.status == "optimal"
