@@ -13,52 +13,21 @@ because of rounding).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from zbsolve.errors import ProblemError
+from zbsolve.problem.op_kinds import KINDS, TABLE, Kind, Op, Wait, amount, kinds_of
 from zbsolve.problem.problem import Problem
 from zbsolve.problem.size import check_size
 
-KINDS = ("F", "B", "W", "BW")
+__all__ = ["KINDS", "Op", "OpGraph", "grid_scale"]  # Op and KINDS live in op_kinds; many read them from here
+
 MAX_GRID_DIGITS = 6
 MAX_SHARES = 12  # chunks of one cost that stay exact on the grid
 EXACT = 2**53  # ticks beyond this are not exact as floats (and sums of huge costs overflow)
 _SCALES = [10**k for k in range(MAX_GRID_DIGITS + 1)] + sorted(  # the order grid_scale tries them in
     {n * 10**k for n in range(2, MAX_SHARES + 1) for k in range(MAX_GRID_DIGITS + 1)}
 )
-
-
-@dataclass(frozen=True, order=True)
-class Op:
-    """One unit of work: `kind` of microbatch `microbatch` through `stage` of `pipe`.
-
-    Its text form `pipe.stage KIND microbatch` (e.g. `0.3BW5`) round-trips via `parse`.
-    """
-
-    kind: str
-    pipe: int
-    stage: int
-    microbatch: int
-
-    def __str__(self) -> str:
-        return f"{self.pipe}.{self.stage}{self.kind}{self.microbatch}"
-
-    def describe(self) -> str:
-        return f"{self.kind} pipe {self.pipe} stage {self.stage} microbatch {self.microbatch}"
-
-    def with_kind(self, kind: str) -> Op:
-        """The op of `kind` for the same microbatch through the same stage (a B's W)."""
-        return Op(kind, self.pipe, self.stage, self.microbatch)
-
-    @staticmethod
-    def parse(text: str) -> Op:
-        match = re.fullmatch(r"(\d+)\.(\d+)(BW|F|B|W)(\d+)", text.strip())
-        if not match:
-            raise ValueError(f"not an op: {text!r} (expected e.g. 0.3BW5)")
-        pipe, stage, kind, mb = match.groups()
-        return Op(kind, int(pipe), int(stage), int(mb))
 
 
 def grid_scale(values: Iterable[float]) -> int:
@@ -108,12 +77,7 @@ class OpGraph:
         self.memory_scale = grid_scale(memory_values + limits)
         self.comm = self.ticks(problem.comm)
         self.fb_overlap = None if problem.fb_overlap is None else self.ticks(problem.fb_overlap)
-        self._durations = [
-            {"F": self.ticks(c.F), "B": self.ticks(c.B), "W": self.ticks(c.W),
-             "BW": self.ticks(c.fused) if c.fused is not None and not problem.split_backward
-             else self.ticks(c.B) + self.ticks(c.W)}
-            for c in costs
-        ]
+        self._durations = [{row.kind.value: self._ticks_of(c, row.duration) for row in TABLE.values()} for c in costs]
         self._memory = [
             (self.memory_ticks(c.activation), self.memory_ticks(c.residual)) for c in costs
         ]
@@ -157,6 +121,15 @@ class OpGraph:
                 f"{1 / self.memory_scale:g}, {EXACT / self.memory_scale:g}); give memory in a larger unit")
         return held
 
+    def _ticks_of(self, cost, field: str) -> int:
+        """A kind's duration field of a cost record, in ticks: BW is the fused time where the
+        problem fuses the backward and the costs give one, else B + W, each rounded."""
+        if field == Kind.BW.value:
+            if cost.fused is not None and not self.problem.split_backward:
+                return self.ticks(cost.fused)
+            return self.ticks(cost.B) + self.ticks(cost.W)
+        return self.ticks(getattr(cost, field))
+
     def ticks(self, value: float) -> int:
         return round(value * self.time_scale)
 
@@ -181,21 +154,16 @@ class OpGraph:
     def memory_effect(self, op: Op) -> tuple[int, int]:
         """(amount allocated at the op's start, amount released at its end), in memory ticks."""
         activation, residual = self._memory[self.problem.pipes[op.pipe].stages[op.stage].cost]
-        if op.kind == "F":
-            return activation, 0
-        if op.kind == "B":
-            return 0, activation - residual
-        if op.kind == "W":
-            return 0, residual
-        return 0, activation
+        row = TABLE[Kind(op.kind)]
+        return amount(row.allocates, activation, residual), amount(row.frees, activation, residual)
 
     def backward_kinds(self, split: bool | None = None) -> tuple[str, ...]:
         split = self.problem.split_backward if split is None else split
-        return ("B", "W") if split else ("BW",)
+        return kinds_of(split)[1:]
 
     def ops(self, split: bool | None = None) -> list[Op]:
         """Every op of the problem with backward split into B and W (or fused as BW)."""
-        kinds = ("F",) + self.backward_kinds(split)
+        kinds = kinds_of(self.problem.split_backward if split is None else split)
         return [
             Op(kind, q, k, i)
             for q, pipe in enumerate(self.problem.pipes)
@@ -210,29 +178,24 @@ class OpGraph:
         return 0 if stages[a].device == stages[b].device else self.comm
 
     def produces(self, op: Op) -> Event | None:
-        if op.kind == "F":
-            return ("F", op.pipe, op.stage, op.microbatch)
-        if op.kind in ("B", "BW"):
-            return ("I", op.pipe, op.stage, op.microbatch)
-        return None
+        event = TABLE[Kind(op.kind)].produces
+        return None if event is None else (event, op.pipe, op.stage, op.microbatch)
 
     def requirements(self, op: Op) -> list[tuple[Event, int]]:
         """Events the op waits for, each with the delay after it (docs/design.md, "Dependencies")."""
         q, k, i = op.pipe, op.stage, op.microbatch
-        last = len(self.problem.pipes[q].stages) - 1
-        if op.kind == "F":
-            return [] if k == 0 else [(("F", q, k - 1, i), self.hop(q, k - 1, k))]
-        if op.kind == "W":
-            return [(("I", q, k, i), 0)]
-        if k == last:
-            return [(("F", q, k, i), 0)]
-        return [(("I", q, k + 1, i), self.hop(q, k + 1, k))]
+        stages = len(self.problem.pipes[q].stages)
+        found = []
+        for wait in TABLE[Kind(op.kind)].waits:
+            at: Wait | None = wait
+            while at is not None and not 0 <= k + at.offset < stages:
+                at = at.otherwise
+            if at is not None:
+                found.append(((at.event, q, k + at.offset, i), self.hop(q, k + at.offset, k)))
+        return found
 
     def predecessors(self, op: Op, split: bool | None = None) -> list[tuple[Op, int]]:
         """requirements() resolved to ops for a fixed choice of backward kinds (solvers)."""
         split = self.problem.split_backward if split is None else split
-        result = []
-        for (event, q, k, i), delay in self.requirements(op):
-            kind = "F" if event == "F" else ("B" if split else "BW")
-            result.append((Op(kind, q, k, i), delay))
-        return result
+        producer = {TABLE[Kind(k)].produces: k for k in kinds_of(split) if TABLE[Kind(k)].produces}
+        return [(Op(producer[event], q, k, i), delay) for (event, q, k, i), delay in self.requirements(op)]

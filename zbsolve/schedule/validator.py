@@ -29,6 +29,30 @@ def _name(t: TimedOp, device: int) -> str:
     )
 
 
+# The rules in the validator's own words, apart from the op-kind table the solvers read
+# (zbsolve/problem/op_kinds.py); tests/problem/test_op_kinds.py holds the two together.
+
+
+def needs(kind: str, stage: int, stages: int) -> list[tuple[tuple[str, ...], int]]:
+    """What an op of `kind` at `stage` of a pipe of `stages` waits for: (kinds, stage) pairs,
+    any one of the kinds of that stage and the same microbatch having ended."""
+    if kind == "F":
+        return [] if stage == 0 else [(("F",), stage - 1)]
+    if kind == "W":
+        return [(("B",), stage)]
+    if stage == stages - 1:  # B or BW of the last stage: after its own forward
+        return [(("F",), stage)]
+    return [(("B", "BW"), stage + 1)]
+
+
+def memory_change(kind: str, activation: float, residual: float) -> tuple[float, float]:
+    """(allocated at the op's start, released at its end): F holds its activation; B frees
+    all but the residual, W the residual, BW all of it."""
+    if kind == "F":
+        return activation, 0.0
+    return 0.0, {"B": activation - residual, "W": residual, "BW": activation}[kind]
+
+
 class _Checker:
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
@@ -145,15 +169,7 @@ class _Checker:
                 op = t.op
                 stages = problem.pipes[op.pipe].stages
                 q, k, i = op.pipe, op.stage, op.microbatch
-                if op.kind == "F":
-                    needs = [] if k == 0 else [(("F",), k - 1)]
-                elif op.kind == "W":
-                    needs = [(("B",), k)]
-                elif k == len(stages) - 1:
-                    needs = [(("F",), k)]
-                else:
-                    needs = [(("B", "BW"), k + 1)]
-                for kinds, stage in needs:
+                for kinds, stage in needs(op.kind, k, len(stages)):
                     pred, pred_device = next(
                         self.where[(kind, q, stage, i)] for kind in kinds if (kind, q, stage, i) in self.where
                     )
@@ -172,11 +188,11 @@ class _Checker:
         events = []  # (time, allocation?, change in memory, change in forwards holding, op)
         for t in ops:
             c = self.cost(t)
-            if t.op.kind == "F":
-                events.append((t.start, 1, c.activation, 1, t))
+            allocated, released = memory_change(t.op.kind, c.activation, c.residual)
+            if t.op.kind == "F":  # a forward starts holding; W and BW end the hold
+                events.append((t.start, 1, allocated, 1, t))
             else:
-                release = {"B": c.activation - c.residual, "W": c.residual, "BW": c.activation}[t.op.kind]
-                events.append((t.end, 0, -release, 0 if t.op.kind == "B" else -1, t))
+                events.append((t.end, 0, -released, 0 if t.op.kind == "B" else -1, t))
         events.sort(key=lambda e: (e[0], e[1]))
         level = peak = 0.0
         holding = most_holding = 0

@@ -1,0 +1,110 @@
+"""What an op is, by kind, as data (docs/design.md, "Op kinds"): how long it takes, what memory
+it allocates at its start and frees at its end, which resource it occupies, what it
+produces and what it waits for. The op graph reads this table; the validator states the
+same rules in its own words, and tests/problem/test_op_kinds.py holds the two together.
+
+A new kind is a new row here, plus the formulations and bounds whose proofs it changes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(str, Enum):
+    """An op's kind; its value is its text form (`Op.parse`, schedule files)."""
+
+    F = "F"  # forward
+    B = "B"  # backward for the input gradient
+    W = "W"  # backward for the weight gradient
+    BW = "BW"  # the whole backward, fused
+
+
+@dataclass(frozen=True)
+class Wait:
+    """An op waits for `event` ("F": a forward's output, "I": an input gradient) of the same
+    microbatch at the stage `offset` from its own in the pipe (-1 the one before, 0 its own,
+    +1 the one after); where that stage does not exist, for `otherwise` (None: nothing)."""
+
+    event: str
+    offset: int
+    otherwise: Wait | None = None
+
+
+@dataclass(frozen=True)
+class KindRow:
+    kind: Kind
+    # Its duration: the stage's cost field of that name; BW is the fused time where the
+    # problem fuses the backward and the costs give one, else B + W (so that bounds hold).
+    duration: str
+    # Memory as (activations, residuals) of its stage's cost record, in multiples of each:
+    # allocated at its start and freed at its end. Over the kinds a microbatch runs through
+    # a stage (F, B, W; or F, BW) they sum to zero.
+    allocates: tuple[int, int]
+    frees: tuple[int, int]
+    resource: str  # "compute": the device's one compute stream
+    produces: str | None  # the event other ops wait for: "F", "I", or None
+    waits: tuple[Wait, ...]
+    # B and W exist only where the backward is split; F and BW anywhere (1F1B runs a BW on a
+    # split problem, timed B + W)
+    split_only: bool
+
+
+_BACKWARD_WAIT = Wait("I", +1, otherwise=Wait("F", 0))  # the next stage's input gradient; the last stage its own F
+
+TABLE: dict[Kind, KindRow] = {
+    Kind.F: KindRow(Kind.F, "F", allocates=(1, 0), frees=(0, 0), resource="compute", produces="F",
+                    waits=(Wait("F", -1),), split_only=False),
+    Kind.B: KindRow(Kind.B, "B", allocates=(0, 0), frees=(1, -1), resource="compute", produces="I",
+                    waits=(_BACKWARD_WAIT,), split_only=True),
+    Kind.W: KindRow(Kind.W, "W", allocates=(0, 0), frees=(0, 1), resource="compute", produces=None,
+                    waits=(Wait("I", 0),), split_only=True),
+    Kind.BW: KindRow(Kind.BW, "BW", allocates=(0, 0), frees=(1, 0), resource="compute", produces="I",
+                     waits=(_BACKWARD_WAIT,), split_only=False),
+}
+KINDS = tuple(kind.value for kind in TABLE)  # text forms, in the table's order
+
+
+def kinds_of(split: bool) -> tuple[str, ...]:
+    """The kinds the solvers' models give a microbatch at a stage: F then B and W, or F then BW."""
+    return tuple(k.value for k, row in TABLE.items() if (row.split_only if split else not row.split_only)
+                 or k == Kind.F)
+
+
+def amount(coefficients: tuple[int, int], activation: int, residual: int) -> int:
+    """An allocation or release of the table in the stage's own amounts."""
+    return coefficients[0] * activation + coefficients[1] * residual
+
+
+@dataclass(frozen=True, order=True)
+class Op:
+    """One unit of work: `kind` of microbatch `microbatch` through `stage` of `pipe`.
+
+    Its text form `pipe.stage KIND microbatch` (e.g. `0.3BW5`) round-trips via `parse`.
+    """
+
+    kind: str
+    pipe: int
+    stage: int
+    microbatch: int
+
+    def __str__(self) -> str:
+        return f"{self.pipe}.{self.stage}{self.kind}{self.microbatch}"
+
+    def describe(self) -> str:
+        return f"{self.kind} pipe {self.pipe} stage {self.stage} microbatch {self.microbatch}"
+
+    def with_kind(self, kind: str) -> Op:
+        """The op of `kind` for the same microbatch through the same stage (a B's W)."""
+        return Op(kind, self.pipe, self.stage, self.microbatch)
+
+    @staticmethod
+    def parse(text: str) -> Op:
+        kinds = "|".join(sorted(KINDS, key=len, reverse=True))  # BW before B
+        match = re.fullmatch(rf"(\d+)\.(\d+)({kinds})(\d+)", text.strip())
+        if not match:
+            raise ValueError(f"not an op: {text!r} (expected e.g. 0.3BW5)")
+        pipe, stage, kind, mb = match.groups()
+        return Op(kind, int(pipe), int(stage), int(mb))
