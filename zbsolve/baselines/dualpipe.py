@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import producer
 from zbsolve.problem.problem import Problem
 
 
@@ -34,7 +35,7 @@ class _Rank:
         return op
 
     def backward(self, chunk: int, split: bool = False, emit: bool = True) -> Op:
-        op = self._op("B" if split else "BW", chunk, self.backwards)
+        op = self._op(producer("I", split), chunk, self.backwards)
         if split:
             self.deferred.append(op.with_kind("W"))
         if emit:

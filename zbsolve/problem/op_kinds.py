@@ -73,6 +73,12 @@ def kinds_of(split: bool) -> tuple[str, ...]:
                  or k == Kind.F)
 
 
+def producer(event: str, split: bool) -> str:
+    """The kind that produces `event` ("F", "I") where the backward is split or fused: the
+    input gradient is B's, or BW's."""
+    return next(k for k in kinds_of(split) if TABLE[Kind(k)].produces == event)
+
+
 def amount(coefficients: tuple[int, int], activation: int, residual: int) -> int:
     """An allocation or release of the table in the stage's own amounts."""
     return coefficients[0] * activation + coefficients[1] * residual

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import producer
 
 
 class ProblemView(Protocol):
@@ -72,7 +73,7 @@ def memory_edges(data: ProblemView, d: int) -> list[tuple[Op, Op, int]]:
     j - k's, in order). The delay is the shortest of those ops. On one stage per device at
     0.75x (limit 3 activations, so k = 3) that is a W.
     """
-    backward = "B" if data.split else "BW"
+    backward = producer("I", data.split)
     forwards = data.forward_chains(d)
     limit = data.memory_limit[d]
     upto: dict[tuple[int, int], int] = {}  # (pipe, x) -> S_x, while every stage up to x holds memory

@@ -19,6 +19,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import producer
 
 from .fill import most_held
 from .paths import least_stays
@@ -36,7 +37,7 @@ def area_bound(data: ProblemView, ops: list[Op], floor: int = 0) -> int:
     if data.memory_limit is None or not ops:
         return 0
     limit = data.memory_limit[data.graph.device(ops[0])]
-    backward = "B" if data.split else "BW"
+    backward = producer("I", data.split)
     forwards = [op for op in ops if op.kind == "F" and data.memory_effect[op][0] > 0]
     if not forwards or sum(data.memory_effect[f][0] for f in forwards) <= limit:
         return 0  # memory holds every stay at once: at most the longest stay, which the paths count

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import producer
 
 from .fill import most_fill, most_length
 from .paths import microbatch_reach
@@ -120,7 +121,7 @@ def middle_idle(data: ProblemView, stages: Mapping[tuple[int, int], list[Op]], l
     if len(lasts) != 1:
         return 0.0
     last = lasts[0]
-    kind = "B" if data.split else "BW"
+    kind = producer("I", data.split)
     backward = Op(kind, last.pipe, last.stage, last.microbatch)
     after = microbatch_reach(data, backward)
     releases = [Op(k, f.pipe, f.stage, f.microbatch) for f in firsts for k in ((kind, "W") if data.split else (kind,))]
@@ -147,7 +148,7 @@ def _cooldown_idle(data: ProblemView, stages: Mapping[tuple[int, int], list[Op]]
     microbatch's backward may start here, and until `after` (the time its microbatch still
     needs after it, less what every op here needs after it) has passed. Only that
     microbatch's own backwards and W's and the fill of those held in memory remain to run."""
-    kind = "B" if data.split else "BW"
+    kind = producer("I", data.split)
     trip = reach.get(Op(kind, last.pipe, last.stage, last.microbatch), 0) - data.duration[last]
     held, own_work, kinds = 0, 0, []
     for (pipe, stage), forwards in stages.items():

@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import producer
 
 if TYPE_CHECKING:
     from zbsolve.solvers.view import ProblemView
@@ -108,7 +109,7 @@ def least_stays(data: ProblemView, forwards: list[Op]) -> dict[tuple[int, int], 
     """Per (pipe, stage) of `forwards`: the least time from an F's start to its backward's
     end (B, or BW when fused), its activation's stay on the device. Microbatches are
     identical, so one walk per stage."""
-    backward = "B" if data.split else "BW"
+    backward = producer("I", data.split)
     stays: dict[tuple[int, int], int] = {}
     for f in forwards:
         if (f.pipe, f.stage) not in stays:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import producer
 
 from .jackson import jackson_jobs
 from .paths import least_stays
@@ -33,7 +34,7 @@ def stays_bound(data: ProblemView, ops: list[Op]) -> int:
     owners = {(f.pipe, f.microbatch) for f in forwards}
     if len(forwards) < 2 or len(owners) < len(forwards):
         return 0
-    backward = "B" if data.split else "BW"
+    backward = producer("I", data.split)
     least_stay = least_stays(data, forwards)
     jobs = []
     for f in forwards:
