@@ -23,7 +23,7 @@ TORCH = importlib.util.find_spec("torch") is not None
 
 
 PLACEHOLDERS = re.compile(r"[\[|<]|\.\.\.|\b(FILE|NAME|STORE|PLAN|MEASURED|OUT|DIR|ADDRESS)\b")
-FILE_WORD = re.compile(r"\S\.(json|csv|png|svg|pdf|db|py)\b")
+FILE_WORD = re.compile(r"[\w./-]+\.(?:json|csv|png|svg|pdf|db|py)\b")  # a file a command names
 
 
 def commands(page: str) -> list[str]:
@@ -98,14 +98,13 @@ def chains(page: str) -> list[list[str]]:
     group runs on its own, in its own folder."""
     groups: list[tuple[set[str], list[str]]] = []
     for command in to_run(page):
-        files = set(FILE_WORD_WHOLE.findall(command))
+        files = set(FILE_WORD.findall(command))
         joined = [g for g in groups if g[0] & files]
         merged = (files.union(*(g[0] for g in joined)), [c for g in joined for c in g[1]] + [command])
         groups = [g for g in groups if g not in joined] + [merged]
     return [sorted(g[1], key=to_run(page).index) for g in groups]
 
 
-FILE_WORD_WHOLE = re.compile(r"[\w./-]+\.(?:json|csv|png|svg|pdf|db)\b")
 CHAINS = [(page, k) for page in PAGES for k in range(len(chains(page)))]
 
 

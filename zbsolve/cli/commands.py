@@ -39,6 +39,7 @@ from .solve import (
     add_least_memory_option,
     add_solver_options,
     install_stop_handlers,
+    interrupted,
     register_solve,
     solve_choices,
     solve_with_progress,
@@ -121,8 +122,7 @@ def run_compare(args: argparse.Namespace) -> int:
                             else solve_choices(choices, args, timed_by_choice, stop))
         rows, reference, _ = print_choices("compare", choices, solved_by_choice, timed_by_choice)
         write_compare_outputs(args, rows, reference)
-        interrupted = stop.is_set() or any(s is not None and s.solver.status == "interrupted" for s in solved_by_choice)
-        return 130 if interrupted else 0
+        return 130 if interrupted(stop, solved_by_choice) else 0
     problem = choices[0].problem
     timed = baseline_rows(problem) + given_rows(args.schedule, args, problem, "compare")  # the table and the start
     solved = [] if args.no_solve else [solve_with_progress(problem, args, timed)]

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
-from zbsolve.solvers import check_solvable, check_solver_options, runs_deterministic, solve, solver_names
+from zbsolve.solvers import check_solver_options, runs_deterministic, solve, solver_names
 from zbsolve.solvers.least_memory import STEPS, least_memory
 from zbsolve.solvers.orchestration import START_MEETS_BOUND
 from zbsolve.solvers.registry import default_name
@@ -212,9 +212,8 @@ def run_solve(args: argparse.Namespace) -> int:
     choices = choices_from_args(args, "solve", solving=True)
     if len(choices) > 1:
         return _solve_choices(choices, args)
-    problem = choices[0].problem
+    problem = choices[0].problem  # solvable: choices_from_args checked it before any work
     check_outputs(args, problem)
-    check_solvable(problem, args.solver)  # before the hand-made schedules are timed
     timed = baseline_rows(problem) + given_rows(args.start, args, problem, "solve")  # the start and the table
     solved = solve_with_progress(problem, args, timed)
     print_comparison("solve", problem, [solved], timed)
@@ -234,8 +233,11 @@ def solve_choices(choices: list[Choice], args: argparse.Namespace, timed: list[l
         if stop.is_set():
             solved.append(None)
             continue
-        left = args.time_limit if deterministic else args.time_limit - (time.monotonic() - began)
-        share = max(left / (len(choices) - k) if not deterministic else args.time_limit / len(choices), 0.5)
+        if deterministic:  # work units do not run out with the clock: an even split
+            share = args.time_limit / len(choices)
+        else:
+            share = (args.time_limit - (time.monotonic() - began)) / (len(choices) - k)
+        share = max(share, 0.5)
         sub = argparse.Namespace(**{**vars(args), "time_limit": share, "least_memory": False})
         solved.append(solve_with_progress(choice.problem, sub, timed[k], stop=stop, label=choice.label))
     return solved
@@ -254,8 +256,12 @@ def _solve_choices(choices: list[Choice], args: argparse.Namespace) -> int:
     _, _, best = print_choices("solve", choices, solved, timed)
     if best is not None:
         write_outputs(best, args)
-    interrupted = stop.is_set() or any(s is not None and s.solver.status == "interrupted" for s in solved)
-    return 130 if interrupted else 0
+    return 130 if interrupted(stop, solved) else 0
+
+
+def interrupted(stop: threading.Event, solved: list[Schedule | None]) -> bool:
+    """Whether a run of several solves was stopped: by the user, or inside a solve."""
+    return stop.is_set() or any(s is not None and s.solver.status == "interrupted" for s in solved)
 
 
 def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> None:

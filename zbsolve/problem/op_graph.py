@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 
 from zbsolve.errors import ProblemError
-from zbsolve.problem.op_kinds import KINDS, TABLE, Kind, Op, Wait, amount, kinds_of
+from zbsolve.problem.op_kinds import KINDS, TABLE, Kind, Op, Wait, amount, kinds_of, producer
 from zbsolve.problem.problem import Problem
 from zbsolve.problem.size import check_size
 
@@ -154,7 +154,7 @@ class OpGraph:
     def memory_effect(self, op: Op) -> tuple[int, int]:
         """(amount allocated at the op's start, amount released at its end), in memory ticks."""
         activation, residual = self._memory[self.problem.pipes[op.pipe].stages[op.stage].cost]
-        row = TABLE[Kind(op.kind)]
+        row = TABLE[op.kind]
         return amount(row.allocates, activation, residual), amount(row.frees, activation, residual)
 
     def backward_kinds(self, split: bool | None = None) -> tuple[str, ...]:
@@ -178,7 +178,7 @@ class OpGraph:
         return 0 if stages[a].device == stages[b].device else self.comm
 
     def produces(self, op: Op) -> Event | None:
-        event = TABLE[Kind(op.kind)].produces
+        event = TABLE[op.kind].produces
         return None if event is None else (event, op.pipe, op.stage, op.microbatch)
 
     def requirements(self, op: Op) -> list[tuple[Event, int]]:
@@ -186,7 +186,7 @@ class OpGraph:
         q, k, i = op.pipe, op.stage, op.microbatch
         stages = len(self.problem.pipes[q].stages)
         found = []
-        for wait in TABLE[Kind(op.kind)].waits:
+        for wait in TABLE[op.kind].waits:
             at: Wait | None = wait
             while at is not None and not 0 <= k + at.offset < stages:
                 at = at.otherwise
@@ -197,5 +197,4 @@ class OpGraph:
     def predecessors(self, op: Op, split: bool | None = None) -> list[tuple[Op, int]]:
         """requirements() resolved to ops for a fixed choice of backward kinds (solvers)."""
         split = self.problem.split_backward if split is None else split
-        producer = {TABLE[Kind(k)].produces: k for k in kinds_of(split) if TABLE[Kind(k)].produces}
-        return [(Op(producer[event], q, k, i), delay) for (event, q, k, i), delay in self.requirements(op)]
+        return [(Op(producer(event, split), q, k, i), delay) for (event, q, k, i), delay in self.requirements(op)]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
 
 
 class Kind(str, Enum):
-    """An op's kind; its value is its text form (`Op.parse`, schedule files)."""
+    """An op's kind; its value is its text form (`Op.parse`, schedule files). A str enum:
+    TABLE[op.kind] finds the row from the text form too."""
 
     F = "F"  # forward
     B = "B"  # backward for the input gradient
@@ -73,6 +75,7 @@ def kinds_of(split: bool) -> tuple[str, ...]:
                  or k == Kind.F)
 
 
+@cache
 def producer(event: str, split: bool) -> str:
     """The kind that produces `event` ("F", "I") where the backward is split or fused: the
     input gradient is B's, or BW's."""

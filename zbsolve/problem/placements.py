@@ -97,17 +97,11 @@ MEMORY_HELP = (
 )
 
 
-def _amount(text: str, unit: str | None) -> float:
-    converted = amount_in(text, unit)
-    return float(text) if converted is None else converted
-
-
-def _refuse_bare_amounts(text: str, unit: str | None) -> None:
+def _refuse_bare_amounts(text: str, bare: list[str], unit: str | None) -> None:
     """A bare number typed where the costs count bytes is ambiguous: `1.5` was meant as 1.5x
     as often as 1.5 GB. Where the unit is no byte unit a bare number is the only way to write it."""
     if bytes_per(unit) is None:
         return
-    bare = [p.strip() for p in text.split(",") if amount_in(p, unit) is None]
     if bare:
         raise ProblemError(f"memory {text.strip()!r}: {bare[0]!r} is a bare number and the costs count memory in "
                            f"{unit}: write {bare[0]}x for {bare[0]} times U (1F1B's peak) or {bare[0]}{unit} "
@@ -157,8 +151,10 @@ def parse_memory(
                                    "(no stage has an activation); give an absolute limit or none")
             return (factor * unit,) * P
         unit_name = problem_without_limit.memory_unit_name
-        parts = [_amount(p, unit_name) for p in str(text).strip().split(",")]
-        _refuse_bare_amounts(str(text), unit_name)
+        pieces = [p.strip() for p in str(text).strip().split(",")]
+        converted = [amount_in(p, unit_name) for p in pieces]  # None: a bare number
+        _refuse_bare_amounts(text, [p for p, c in zip(pieces, converted) if c is None], unit_name)
+        parts = [float(p) if c is None else c for p, c in zip(pieces, converted)]
     except ValueError:
         raise ProblemError(f"memory must be {MEMORY_HELP}; got {text!r}") from None
     if not all(math.isfinite(p) and p > 0 for p in parts):

@@ -47,10 +47,6 @@ class Profile:
     # fingerprint of the profile whose plan ran, for a profile calibrated from a run (`calibrated_from`)
     fingerprint: str = ""
 
-    def __post_init__(self) -> None:
-        if not self.fingerprint:
-            object.__setattr__(self, "fingerprint", f"{self.name}:unhashed")
-
     def rank_costs(self, devices: int) -> list[StageCost]:
         """One record per rank-stage for `devices` ranks, overrides applied."""
         if self.stage_costs is not None:

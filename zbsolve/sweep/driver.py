@@ -195,7 +195,7 @@ def run_sweep(store: Store, points: list[Point], schedules: Path, *, jobs: int =
     pool: _Pool | _RayPool = _RayPool(ray, workers) if ray is not None else _Pool(jobs, os.getpid())
     store.add(points)
     _, done_before, _ = store.claim(points, limit=0)
-    began, solved, held = time.monotonic(), 0, 0
+    began, solved, failed, held = time.monotonic(), 0, 0, 0
     strikes: dict[str, int] = {}  # points whose worker died, and how often
     by_key = {p.key: p for p in points}
     renewed = time.monotonic()
@@ -222,6 +222,7 @@ def run_sweep(store: Store, points: list[Point], schedules: Path, *, jobs: int =
                 if strikes[key] >= 2:
                     store.fail(by_key[key], "its worker process died twice while solving it (killed, or out "
                                             "of memory)")
+                    failed += 1
                 again = "failed: it died twice" if strikes[key] >= 2 else "solving it again, alone"
                 notify(f"a worker process died while solving {key}: {again}")
             for key, outcome, seconds in finished:
@@ -236,7 +237,7 @@ def run_sweep(store: Store, points: list[Point], schedules: Path, *, jobs: int =
                 solved += 1
                 if progress is not None:
                     elapsed = time.monotonic() - began
-                    left = sum(1 for p in store.points() if p["state"] in ("pending", "running"))
+                    left = len(points) - done_before - solved - failed  # here or with another sweep
                     progress(Report(done_before + solved, len(points), point, outcome, elapsed,
                                     elapsed / solved * left))
             strikes = {k: n for k, n in strikes.items() if n < 2}

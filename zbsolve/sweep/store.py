@@ -99,8 +99,7 @@ class Store:
                     done += 1
                 elif state == "running" and holder == owner:
                     continue  # in this sweep's own hands already
-                elif (state == "running" and holder != owner and beat is not None and now - beat < self.lease_s
-                      and _alive(holder or "")):
+                elif state == "running" and beat is not None and now - beat < self.lease_s and _alive(holder or ""):
                     held += 1
                 elif limit is None or len(claimed) < limit:
                     claimed.append(wanted[key])
