@@ -25,8 +25,8 @@ def single_chain_costs(problem: Problem) -> list[StageCost]:
     for k in range(problem.devices):
         parts = [problem.stage_costs[s.cost] for s in stages[k * per_rank:(k + 1) * per_rank]]
         fused = None if all(c.fused is None for c in parts) else sum(c.backward_time(False) for c in parts) - extra
-        times = (max(0.0, sum(getattr(c, f) for c in parts) - extra) for f in ("F", "B", "W"))
-        records.append(StageCost(*times, *(sum(getattr(c, f) for c in parts) for f in ("activation", "residual")),
+        F, B, W = (max(0.0, sum(getattr(c, f) for c in parts) - extra) for f in ("F", "B", "W"))
+        records.append(StageCost(F, B, W, sum(c.activation for c in parts), sum(c.residual for c in parts),
                                  fused=fused))
     return records
 

@@ -66,7 +66,8 @@ class _Grid:
         for r in range(self.P):
             taken = {slot: key for key, slot in self.at.items() if self.rank(key[1]) == r}
             done = sorted((slot, key[1], key[2]) for slot, key in taken.items() if key[0] == "B")
-            waiting, slot, n = [], 0, 0
+            waiting: list[tuple[int, int]] = []
+            slot = n = 0
             while n < len(done) or waiting:
                 while n < len(done) and done[n][0] < slot:
                     waiting.append(done[n][1:])
@@ -81,7 +82,7 @@ class _Grid:
         count of held activations (F adds one, W frees one) within the pattern's peak."""
         end = max(self.at.values()) + 1
         held = [[0] * (end + 1) for _ in range(self.P)]
-        used = [set() for _ in range(self.P)]
+        used: list[set[int]] = [set() for _ in range(self.P)]
         for (kind, s, _), slot in self.at.items():
             r = self.rank(s)
             used[r].add(slot)
@@ -89,7 +90,7 @@ class _Grid:
             for t in range(slot, end + 1):
                 held[r][t] += step
         peak = [max(row) for row in held]
-        for key in sorted(self.at, key=self.at.get):
+        for key in sorted(self.at, key=self.at.__getitem__):
             r, slot = self.rank(key[1]), self.at[key]
             earliest = max((self.at[d] + 1 for d in self.deps(key)), default=0)
             for t in range(earliest, slot):

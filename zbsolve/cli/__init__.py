@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from zbsolve.errors import ProblemWarning, ZbsolveError
 
@@ -28,7 +28,7 @@ EXIT_CODES = """exit codes:
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (no usage dump)."""
 
-    commands: dict[str, argparse.ArgumentParser]  # the top level's subcommands, by name
+    commands: Mapping[str, argparse.ArgumentParser]  # the top level's subcommands, by name
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 from zbsolve.baselines import BASELINES, run_baseline
@@ -15,6 +16,7 @@ from zbsolve.formats.atomic_files import check_separate, check_writable
 from zbsolve.formats.chrome_trace import chrome_trace, write_chrome_trace
 from zbsolve.formats.torch_csv import torch_csv, write_torch_csv
 from zbsolve.runtime.profiling import BACKWARDS, DTYPES
+from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers import check_solver_options
 
@@ -98,6 +100,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     over = schedule.over_memory_limit()
     if over:  # the table flags it; its files would break their own problem's limit
         d = over[0]
+        assert problem.memory_limit is not None  # a schedule is over a limit only where there is one
         peak, limit = problem.memory_text(schedule.metrics.peak_memory[d]), problem.memory_text(problem.memory_limit[d])
         breaks = f"{args.name} breaks the memory limit: peak {peak} on device {d}, limit {limit}"
         if any(requested_outputs(args).values()):
@@ -118,10 +121,10 @@ def run_compare(args: argparse.Namespace) -> int:
     if len(choices) > 1:
         timed_by_choice = timed_rows(choices, args, "compare", args.schedule)
         stop = install_stop_handlers()
-        solved_by_choice = ([None] * len(choices) if args.no_solve
+        solved_by_choice: list[Schedule | None] = ([None] * len(choices) if args.no_solve
                             else solve_choices(choices, args, timed_by_choice, stop))
-        rows, reference, _ = print_choices("compare", choices, solved_by_choice, timed_by_choice)
-        write_compare_outputs(args, rows, reference)
+        table, chain_reference, _ = print_choices("compare", choices, solved_by_choice, timed_by_choice)
+        write_compare_outputs(args, table, chain_reference)
         return 130 if interrupted(stop, solved_by_choice) else 0
     problem = choices[0].problem
     timed = baseline_rows(problem) + given_rows(args.schedule, args, problem, "compare")  # the table and the start
@@ -178,9 +181,11 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     shape = shape_from(args)
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
-    probe = None
+    probe: Callable[..., dict] | None = None
     if args.probe_runtime:
-        from zbsolve.runtime.runtime_probe import probe_runtime as probe
+        from zbsolve.runtime.runtime_probe import probe_runtime
+
+        probe = probe_runtime
     document = profile_document(shape, args.device, name, args.repeats, args.dtype, args.backward, probe)
     profile_from_dict(document, args.output)  # what we write must be what solve reads
     write_atomic(args.output, json.dumps(document, indent=1) + "\n")

@@ -117,13 +117,13 @@ def bounded_rows(problem: Problem, solved: list[Schedule], timed: list[Schedule]
 
 
 def print_comparison(command: str, problem: Problem, solved: list[Schedule],
-                     timed: list[Schedule]) -> tuple[list[Schedule], Schedule]:
+                     timed: list[Schedule]) -> tuple[list[Schedule], Schedule | None]:
     """The table: solved rows, then every applicable baseline (`timed`, from `baseline_rows`,
     as for the solve's start), speed-ups against 1F1B; on stderr, why a baseline made for
     this placement is not in it. Returns the rows and the reference."""
     reference = reference_of(problem, timed)
     rows, _ = bounded_rows(problem, solved, timed)
-    if problem.placement != "single":
+    if problem.placement != "single" and reference is not None:
         rows.insert(len(solved), reference.with_solver(reference.solver, name="1f1b (single chain)"))
     print(describe_problem(problem))
     print(comparison_table(rows, reference))
@@ -145,11 +145,13 @@ def per_device_memory(schedule: Schedule) -> str | None:
     return f"{schedule.name}: peak memory per device against its own limit{unit}: {pairs}"
 
 
-def fused_one_f_one_b(reference: Schedule, solved: list[Schedule]) -> str | None:
+def fused_one_f_one_b(reference: Schedule | None, solved: list[Schedule]) -> str | None:
     """Where the costs give a fused backward its own time (BW) and the problem splits B and
     W, the table times every BW as B + W (so that its bounds hold for every schedule); say
     what 1F1B takes with the fused backward, which a runtime that fuses it runs, and when
     that beats the solve, how to solve with it."""
+    if reference is None:
+        return None
     problem = reference.problem
     if not problem.split_backward or all(c.fused is None for c in problem.stage_costs):
         return None
@@ -190,7 +192,7 @@ def check_compare_outputs(args: argparse.Namespace) -> None:
         check_writable(args.table)
 
 
-def write_compare_outputs(args: argparse.Namespace, rows: list[Schedule], reference: Schedule) -> None:
+def write_compare_outputs(args: argparse.Namespace, rows: list[Schedule], reference: Schedule | None) -> None:
     """Each schedule that keeps the memory limit as FOLDER/NAME.json; the table as CSV or JSON."""
     if args.output_dir:
         for s in rows:

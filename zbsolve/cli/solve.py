@@ -37,7 +37,8 @@ class ProgressLine:
 
     def __init__(self, solver: str, unit: str, enabled: bool) -> None:
         self.solver, self.unit, self.enabled = solver, unit, enabled
-        self.best = self.bound = None
+        self.best: float | None = None
+        self.bound: float | None = None
         self.shown = 0.0
         self.last = ""  # best, bound and gap as last written
         self.tty = sys.stderr.isatty()

@@ -185,7 +185,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     try:
         solved, before, held = run_sweep(store, grid, schedules, jobs=jobs, ray=args.ray,
                                          progress=_progress(args.quiet, costs.time_unit),
-                                         notify=lambda text: sys.stderr.write(f"zbsolve sweep: note: {text}\n"))
+                                         notify=_note)
     except KeyboardInterrupt:
         done = sum(1 for p in store.points() if p["state"] == "done")
         sys.stderr.write(f"zbsolve sweep: stopped with {done} of {len(grid)} points in {args.store}; "
@@ -208,3 +208,7 @@ def run_frontier_command(args: argparse.Namespace) -> int:
     _write_frontier(args, store, True)
     store.close()
     return 0
+
+
+def _note(text: str) -> None:
+    print(f"zbsolve sweep: note: {text}", file=sys.stderr)

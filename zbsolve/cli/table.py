@@ -29,26 +29,26 @@ def _note(s: Schedule) -> str:
     return s.solver.message or ""
 
 
-def table_records(rows: list[Schedule], reference: Schedule) -> list[dict]:
+def table_records(rows: list[Schedule], reference: Schedule | None) -> list[dict]:
     """The table's rows as data (for CSV and JSON), numbers unrounded, memory per device."""
-    problem = reference.problem
+    problem = rows[0].problem
     return [{
         "schedule": s.name, "objective": problem.objective, "value": s.value, "bound": s.solver.bound,
         "gap": s.solver.gap, "makespan": s.metrics.makespan, "span": s.metrics.span,
         "bubble": s.metrics.bubble_rate, "span_bubble": s.metrics.span_bubble_rate,
         "peak_memory_x": s.metrics.peak_memory_x, "peak_memory": list(s.metrics.peak_memory),
         "memory_unit": problem.memory_unit_name,
-        "speedup_vs_1f1b": reference.metrics.makespan / s.metrics.makespan,
-        "span_speedup_vs_1f1b": reference.metrics.span / s.metrics.span if s.metrics.span else None,
+        "speedup_vs_1f1b": reference.metrics.makespan / s.metrics.makespan if reference else None,
+        "span_speedup_vs_1f1b": reference.metrics.span / s.metrics.span if reference and s.metrics.span else None,
         "status": s.solver.status, "time_s": s.solver.wall_time_s, "fits": not s.over_memory_limit(),
         "time_unit": problem.time_unit, "note": _note(s),
     } for s in rows]
 
 
-def comparison_table(rows: list[Schedule], reference: Schedule) -> str:
+def comparison_table(rows: list[Schedule], reference: Schedule | None) -> str:
     """One line per schedule, led by the problem's objective with its bound and gap; speed-ups
-    are relative to `reference` (1F1B)."""
-    problem = reference.problem
+    are relative to `reference` (1F1B; none for hand-built pipes, which have no single chain)."""
+    problem = rows[0].problem
     unit, objective = problem.time_unit, problem.objective
     other = "span" if objective == "makespan" else "makespan"
     memory = f"peak mem ({problem.memory_unit_name})" if problem.memory_unit_name else "peak mem"
@@ -71,8 +71,8 @@ def comparison_table(rows: list[Schedule], reference: Schedule) -> str:
             _pct(m.span_bubble_rate),
             peaks[k],
             f"{m.peak_memory_x:.3f}",
-            f"{reference.metrics.makespan / m.makespan:.4f}x",
-            f"{reference.metrics.span / m.span:.4f}x" if m.span else "-",
+            f"{reference.metrics.makespan / m.makespan:.4f}x" if reference else "-",
+            f"{reference.metrics.span / m.span:.4f}x" if reference and m.span else "-",
             s.solver.status,
             "-" if s.solver.wall_time_s is None else f"{s.solver.wall_time_s:.1f}",
             note,

@@ -141,9 +141,11 @@ def _typed(value: Any, kinds: tuple, where: str, what: str) -> Any:
     return value
 
 
-def _number(value: Any, where: str, optional: bool = False) -> float | None:
-    if optional and value is None:
-        return None
+def _optional_number(value: Any, where: str) -> float | None:
+    return None if value is None else _number(value, where)
+
+
+def _number(value: Any, where: str) -> float:
     _typed(value, (int, float), where, "a number")
     number = finite(value)
     if number is None:
@@ -194,7 +196,7 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
             comm=_number(_get(data, "comm", where), f"{where}.comm"),
             memory_limit=limit,
             split_backward=split,
-            fb_overlap=_number(_get(data, "fb_overlap", where), f"{where}.fb_overlap", optional=True),
+            fb_overlap=_optional_number(_get(data, "fb_overlap", where), f"{where}.fb_overlap"),
             objective=_typed(_get(data, "objective", where), (str,), f"{where}.objective", "a string"),
             time_unit=_typed(_get(data, "time_unit", where), (str,), f"{where}.time_unit", "a string"),
             placement=placement,
@@ -281,7 +283,7 @@ def schedule_from_dict(data: Any) -> Schedule:
     solver = SolverInfo(
         name=_typed(_get(s, "name", "solver"), (str,), "solver.name", "a string"),
         status=status,
-        **{k: _number(s.get(k), f"solver.{k}", optional=True)
+        **{k: _optional_number(s.get(k), f"solver.{k}")
            for k in ("objective", "bound", "gap", "wall_time_s", "time_limit_s")},
         message=s.get("message") if isinstance(s.get("message"), str) else None,
     )

@@ -161,6 +161,7 @@ def _kind_handles(schedule: Schedule) -> list:
     from matplotlib.patches import Patch
 
     chunks = chunk_of(schedule)
+    names: tuple[str, ...]
     if len(schedule.problem.pipes) > 1:
         names = ("down", "up")
     else:

@@ -137,7 +137,7 @@ class OpGraph:
         x = value * self.memory_scale
         return round(x) if _whole(x) else math.floor(x)  # off the grid: never more than it is
 
-    def time(self, ticks: int) -> float:
+    def time(self, ticks: float) -> float:
         return ticks / self.time_scale
 
     def memory(self, ticks: int) -> float:

@@ -56,7 +56,7 @@ class KindRow:
 
 _BACKWARD_WAIT = Wait("I", +1, otherwise=Wait("F", 0))  # the next stage's input gradient; the last stage its own F
 
-TABLE: dict[Kind, KindRow] = {
+TABLE: dict[str, KindRow] = {  # keyed by Kind; a str enum, so the text form finds a row too
     Kind.F: KindRow(Kind.F, "F", allocates=(1, 0), frees=(0, 0), resource="compute", produces="F",
                     waits=(Wait("F", -1),), split_only=False),
     Kind.B: KindRow(Kind.B, "B", allocates=(0, 0), frees=(1, -1), resource="compute", produces="I",
@@ -66,13 +66,13 @@ TABLE: dict[Kind, KindRow] = {
     Kind.BW: KindRow(Kind.BW, "BW", allocates=(0, 0), frees=(1, 0), resource="compute", produces="I",
                      waits=(_BACKWARD_WAIT,), split_only=False),
 }
-KINDS = tuple(kind.value for kind in TABLE)  # text forms, in the table's order
+KINDS = tuple(row.kind.value for row in TABLE.values())  # text forms, in the table's order
 
 
 def kinds_of(split: bool) -> tuple[str, ...]:
     """The kinds the solvers' models give a microbatch at a stage: F then B and W, or F then BW."""
-    return tuple(k.value for k, row in TABLE.items() if (row.split_only if split else not row.split_only)
-                 or k == Kind.F)
+    return tuple(row.kind.value for row in TABLE.values()
+                 if (row.split_only if split else not row.split_only) or row.kind == Kind.F)
 
 
 @cache

@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from zbsolve.errors import ProblemError
 from zbsolve.problem.problem import Pipe, Problem, Stage, StageCost, check_count, finite
@@ -153,7 +154,7 @@ def parse_memory(
         unit_name = problem_without_limit.memory_unit_name
         pieces = [p.strip() for p in str(text).strip().split(",")]
         converted = [amount_in(p, unit_name) for p in pieces]  # None: a bare number
-        _refuse_bare_amounts(text, [p for p, c in zip(pieces, converted) if c is None], unit_name)
+        _refuse_bare_amounts(str(text), [p for p, c in zip(pieces, converted) if c is None], unit_name)
         parts = [float(p) if c is None else c for p, c in zip(pieces, converted)]
     except ValueError:
         raise ProblemError(f"memory must be {MEMORY_HELP}; got {text!r}") from None
@@ -205,7 +206,7 @@ def build_problem(
     if overhead is None or overhead < 0:
         raise ProblemError(f"the per-op overhead must be a finite time >= 0, got {op_overhead!r}")
     pipes, _ = build_pipes(where, devices, microbatches)
-    common = dict(
+    common: dict[str, Any] = dict(
         devices=devices, microbatches=microbatches, stage_costs=tuple(costs_for(where, checked, first_stage, overhead)),
         pipes=pipes, comm=comm, split_backward=split_backward, fb_overlap=fb_overlap,
         objective=objective, time_unit=time_unit, placement=where.name, memory_unit_name=memory_unit_name,

@@ -56,8 +56,10 @@ class Profile:
                     f"the problem has {devices} (--stages); use a profile with uniform costs"
                 )
             records = list(self.stage_costs)
-        else:
+        elif self.costs is not None:
             records = [self.costs] * devices
+        else:
+            raise ProfileError(f"profile {self.name} gives neither costs nor stage_costs")
         for index, values in self.overrides:
             if not -devices <= index < devices:
                 raise ProfileError(

@@ -124,8 +124,8 @@ def gaps(problem: Problem, ranks: list[list[tuple]]) -> tuple[list[float], list[
         for kind, stage, mb, start, end in ops:
             source = _input_of(kind, stage, mb, len(pipe.stages))
             arrived = ends.get(source) if source else None
-            if arrived is not None and pipe.stages[source[1]].device != pipe.stages[stage].device \
-                    and (previous_end is None or arrived > previous_end):
+            crossed = source is not None and pipe.stages[source[1]].device != pipe.stages[stage].device
+            if arrived is not None and crossed and (previous_end is None or arrived > previous_end):
                 waits.append(start - arrived)
             elif previous_end is not None:
                 overheads.append(start - previous_end)

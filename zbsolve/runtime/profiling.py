@@ -16,6 +16,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from zbsolve.errors import UsageError
 
@@ -56,8 +57,9 @@ def _torch():
 
 def _block(torch, hidden: int, heads: int):
     nn = torch.nn
+    Module: Any = nn.Module
 
-    class Block(nn.Module):
+    class Block(Module):
         """Pre-LayerNorm GPT block: causal self-attention and a 4h MLP."""
 
         def __init__(self) -> None:
@@ -176,6 +178,29 @@ def _too_big(shape: LayerShape, device: str, why: str) -> str:
             f"or a smaller sequence or microbatch")
 
 
+class _Timer:
+    """Times a piece of work in ms and keeps its result in `last`."""
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.torch, self.device, self.last = torch, device, None
+
+    def __call__(self, work: Callable[[], Any]) -> float:
+        if self.device.type != "cuda":
+            start = time.perf_counter()
+            self.last = work()
+            return (time.perf_counter() - start) * 1e3
+        # GPU time between two events on the stream: a pipeline runtime queues the next op
+        # while one runs, so the host's wait for the result is not part of an op's time
+        cuda = self.torch.cuda
+        begin, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        cuda.synchronize()
+        begin.record()
+        self.last = work()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end)
+
+
 def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype, backward: str) -> dict:
     torch.manual_seed(0)
     blocks = [_block(torch, shape.hidden, shape.heads) for _ in range(shape.layers)]
@@ -185,21 +210,7 @@ def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype,
                     requires_grad=True)
     grad_out = torch.randn_like(x)
 
-    def timed(work) -> float:
-        if device.type != "cuda":
-            start = time.perf_counter()
-            timed.last = work()
-            return (time.perf_counter() - start) * 1e3
-        # GPU time between two events on the stream: a pipeline runtime queues the next op
-        # while one runs, so the host's wait for the result is not part of an op's time
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        begin.record()
-        timed.last = work()
-        end.record()
-        end.synchronize()
-        return begin.elapsed_time(end)
-
+    timed = _Timer(torch, device)
     # A training F: with weights that need gradients autograd keeps each linear layer's input
     # for W, which a frozen stack would not.
     weights = {p.untyped_storage().data_ptr() for p in stack.parameters()}
@@ -231,7 +242,8 @@ def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype,
 
 def _one_step(torch, stack, linears, x, grad_out, timed) -> tuple[float, float, float, int]:
     """Time F, B (hooks keep each linear layer's input and output gradient) and W."""
-    inputs, grads = {}, {}
+    inputs: dict[Any, Any] = {}
+    grads: dict[Any, Any] = {}
     hooks = [m.register_forward_hook(lambda m, a, out: inputs.__setitem__(m, a[0])) for m in linears]
     hooks += [m.register_full_backward_hook(lambda m, gi, go: grads.__setitem__(m, go[0])) for m in linears]
     try:
@@ -291,7 +303,7 @@ def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5
     costs["residual"] *= per_gb
     hardware = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
     split = "torch.distributed.pipelining's split backward" if backward == "torch" else "B and W split by hand"
-    document = {
+    document: dict[str, Any] = {
         "name": name,
         "source": (f"measured by zbsolve profile on {device} ({hardware}), torch {torch.__version__}, {dtype}, "
                    f"{split}: median of {repeats} runs after 2 warm-ups, per rank-stage of {shape.layers} "

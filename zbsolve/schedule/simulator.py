@@ -85,7 +85,11 @@ def time_orders(
     """Start every slot as early as its device and its dependencies allow (in ticks)."""
 
     def length(slot: Slot) -> int:
-        return graph.fb_overlap if len(slot) == 2 else graph.duration(slot[0])
+        if len(slot) == 1:
+            return graph.duration(slot[0])
+        if graph.fb_overlap is None:
+            raise ScheduleError(f"{slot[0]} and {slot[1]} overlap, but the problem has no fb_overlap")
+        return graph.fb_overlap
 
     try:
         return earliest_times(orders, graph.requirements, graph.produces, length, release)

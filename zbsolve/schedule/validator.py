@@ -8,6 +8,7 @@ make a wrong schedule pass. Works on the floats of the schedule with a small tol
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import NoReturn
 
 from zbsolve.errors import ValidationError
 from zbsolve.schedule.schedule import Schedule, TimedOp
@@ -64,7 +65,7 @@ class _Checker:
         self.tol = RELATIVE_TOLERANCE * max(1.0, extent)
         self.where: dict[tuple, tuple[TimedOp, int]] = {}
 
-    def fail(self, t: TimedOp, device: int, why: str) -> None:
+    def fail(self, t: TimedOp, device: int, why: str) -> NoReturn:
         raise ValidationError(f"{_name(t, device)}: {why}")
 
     def cost(self, t: TimedOp):
@@ -273,8 +274,8 @@ class _Checker:
         if info.bound is not None and info.bound > value + close:
             raise ValidationError(f"solver bound {info.bound:g} is above the schedule's {objective} {value:g}, "
                                   "which a lower bound never is")
-        claimed = info.bound is not None and info.gap is not None and value
-        if claimed and abs(info.gap - (value - info.bound) / value) > 1e-6:
+        if info.bound is not None and info.gap is not None and value and \
+                abs(info.gap - (value - info.bound) / value) > 1e-6:
             raise ValidationError(f"solver gap {info.gap:g} but (value - bound) / value is "
                                   f"{(value - info.bound) / value:g}")
         if info.status == "optimal" and (info.bound is None or value - info.bound > close):

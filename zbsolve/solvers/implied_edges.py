@@ -14,11 +14,24 @@ class ProblemView(Protocol):
     """What these edges read of the solvers' view (view.ProblemView, which builds them: the
     view imports this module, and this one names only what it needs)."""
 
-    chains: list[list[Op]]
-    device_ops: list[list[Op]]
-    memory_effect: dict[Op, tuple[int, int]]
-    memory_limit: list[int] | None
-    pair_duration: int | None
+    # read-only, as the frozen view's fields are
+    @property
+    def chains(self) -> list[list[Op]]: ...
+
+    @property
+    def device_ops(self) -> list[list[Op]]: ...
+
+    @property
+    def memory_effect(self) -> dict[Op, tuple[int, int]]: ...
+
+    @property
+    def memory_limit(self) -> list[int] | None: ...
+
+    @property
+    def pair_duration(self) -> int | None: ...
+
+    @property
+    def limits(self) -> list[int]: ...
 
     @property
     def split(self) -> bool: ...
@@ -75,7 +88,7 @@ def memory_edges(data: ProblemView, d: int) -> list[tuple[Op, Op, int]]:
     """
     backward = producer("I", data.split)
     forwards = data.forward_chains(d)
-    limit = data.memory_limit[d]
+    limit = data.limits[d]
     upto: dict[tuple[int, int], int] = {}  # (pipe, x) -> S_x, while every stage up to x holds memory
     for pipe in {q for q, _ in forwards}:
         total = 0

@@ -18,13 +18,15 @@ def retimed(graph: OpGraph, data: ProblemView, result: BackendResult, name: str)
     orders = device_orders(result, data)
     release = None
     if data.objective == "span":
-        release = {slots[0][0]: result.starts[slots[0][0]] * data.unit for slots in orders if slots}
+        starts = _starts(result)
+        release = {slots[0][0]: starts[slots[0][0]] * data.unit for slots in orders if slots}
     return simulate(graph, orders, name, release=release)
 
 
 def device_orders(result: BackendResult, data: ProblemView) -> list[list[tuple[Op, ...]]]:
     """Per-device slots in start order; a pair becomes one (F, B or BW) slot, and a split
     backward whose W the pair absorbed runs as the fused BW."""
+    starts = _starts(result)
     partner = partners(result.pairs)
     absorbed = {b.with_kind("W") for _, b in result.pairs}
 
@@ -33,12 +35,12 @@ def device_orders(result: BackendResult, data: ProblemView) -> list[list[tuple[O
         # it would start, and free its memory, only when that op ends. Among ops of no length
         # at one instant, those that free memory run before forwards, as the models count
         # them (no dependency runs the other way there: no forward has length 0).
-        length = data.pair_duration if op in partner else data.duration[op]
-        return result.starts[op], result.starts[op] + length, op.kind == "F", data.rank[op]
+        length = data.pair_length if op in partner else data.duration[op]
+        return starts[op], starts[op] + length, op.kind == "F", data.rank[op]
 
-    orders = []
+    orders: list[list[tuple[Op, ...]]] = []
     for ops in data.device_ops:
-        slots = []
+        slots: list[tuple[Op, ...]] = []
         for op in sorted(ops, key=execution_order):
             if op in absorbed or (op in partner and op.kind != "F"):
                 continue
@@ -49,3 +51,9 @@ def device_orders(result: BackendResult, data: ProblemView) -> list[list[tuple[O
                 slots.append((op,))
         orders.append(slots)
     return orders
+
+
+def _starts(result: BackendResult) -> dict[Op, int]:
+    if result.starts is None:
+        raise ValueError("a backend result without a schedule has nothing to re-time")
+    return result.starts

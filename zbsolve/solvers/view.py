@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
 from types import MappingProxyType
+from typing import overload
 
 from zbsolve.problem.op_graph import Op, OpGraph
 
@@ -44,6 +45,12 @@ class ProblemView:
     # The same problem with the memory edges the models leave out (see `implied_edges`), whose
     # heads and tails only the static bound reads.
     bound_view: ProblemView | None = field(default=None, repr=False)
+
+    @overload
+    def value(self, units: float) -> float: ...
+
+    @overload
+    def value(self, units: None) -> None: ...
 
     def value(self, units: float | None) -> float | None:
         """Solver units to the problem's time unit."""
@@ -105,6 +112,20 @@ class ProblemView:
             for op in (c[-1:] if self.ordered(c) else c)
         ]
 
+    @property
+    def limits(self) -> list[int]:
+        """Each device's memory limit, asked only by code that runs under one."""
+        if self.memory_limit is None:
+            raise ValueError("this problem has no memory limit")
+        return self.memory_limit
+
+    @property
+    def pair_length(self) -> int:
+        """An overlapped F&B pair's length, asked only by code that runs where pairs exist."""
+        if self.pair_duration is None:
+            raise ValueError("this problem has no F&B pairs")
+        return self.pair_duration
+
     def ordered(self, chain: list[Op]) -> bool:
         """Whether the ops of a chain may be taken in microbatch order without loss.
 
@@ -121,7 +142,7 @@ class ProblemView:
             return self.duration[op]
         if op.kind == "W":
             return 0
-        return min(self.duration[op], self.pair_duration)
+        return min(self.duration[op], self.pair_length)
 
     def pair_saving(self, device_ops: list[Op]) -> int:
         """An upper bound on the device time F&B pairs can save on one device."""
@@ -144,7 +165,7 @@ class ProblemView:
 
         def best(own: tuple[int, int], length: int, partners: dict[tuple[int, int], int]) -> int:
             lengths = [other for key, other in partners.items() if key != own]
-            return max(0, length + max(lengths) - self.pair_duration) if lengths else 0
+            return max(0, length + max(lengths) - self.pair_length) if lengths else 0
 
         by_forward = {key: best(key, n, backward_length) for key, n in forward_length.items()}
         by_backward = {key: best(key, n, forward_length) for key, n in backward_length.items()}

@@ -73,7 +73,7 @@ def hint_from(schedule: Schedule, data: ProblemView) -> tuple[dict[Op, int], set
         if op.kind == "BW" and split:
             b = op.with_kind("B")
             hint[b] = start
-            w_start = start + (data.pair_duration if b in paired else data.duration[b])
+            w_start = start + (data.pair_length if b in paired else data.duration[b])
             hint[b.with_kind("W")] = w_start
         else:
             hint[op] = start

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import Any
 
 from zbsolve.formats.atomic_files import write_atomic
 from zbsolve.plots.schedule_plot import check_plot_path
@@ -75,7 +76,7 @@ def plot_frontier(f: Frontier, path: str | os.PathLike) -> None:
     for k, name in enumerate(dict.fromkeys(b["name"] for b in f.baselines)):
         indices = [j for j, b in enumerate(f.baselines) if b["name"] == name]
         marker = MARKERS[k % len(MARKERS)]
-        look = {"color": "0.35"} if marker in "+x1" else {"facecolors": "none", "edgecolors": "0.35"}
+        look: dict[str, Any] = {"color": "0.35"} if marker in "+x1" else {"facecolors": "none", "edgecolors": "0.35"}
         ax.scatter([xs[len(solved) + j] for j in indices], [f.baselines[j]["value"] for j in indices],
                    marker=marker, s=30, linewidths=0.8, label=name, **look)
     cut = any(b["value"] > top for b in f.baselines)

@@ -118,7 +118,7 @@ def test_a_relaxation_with_pairs_sees_an_outer_device_with_its_neighbour():
     assert data.value(bounds.lower_bound(data)) == pytest.approx(351.294)
     model, makespan = relaxed.relaxation(data, SearchState(data), Paths(data), [0, 1])
     per_ms = bounds.lower_bound(data) / data.value(bounds.lower_bound(data))
-    asked = [relaxed._within(model, makespan, round(t * per_ms), 10, deterministic_ask)[0] for t in (359.7, 359.72)]
+    asked = [relaxed._within((model, makespan), round(t * per_ms), 10, deterministic_ask)[0] for t in (359.7, 359.72)]
     assert asked == [cp_model.INFEASIBLE, cp_model.OPTIMAL]
     with pytest.raises(ValueError, match="no ops of other devices"):
         relaxed.relaxation(data, SearchState(data), Paths(data), [0], crossed=relaxed.trip_ops(data, [0]))

@@ -36,7 +36,7 @@ def area_bound(data: ProblemView, ops: list[Op], floor: int = 0) -> int:
     already known, at least the critical path (then no stay is walked)."""
     if data.memory_limit is None or not ops:
         return 0
-    limit = data.memory_limit[data.graph.device(ops[0])]
+    limit = data.limits[data.graph.device(ops[0])]
     backward = producer("I", data.split)
     forwards = [op for op in ops if op.kind == "F" and data.memory_effect[op][0] > 0]
     if not forwards or sum(data.memory_effect[f][0] for f in forwards) <= limit:

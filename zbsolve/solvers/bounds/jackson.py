@@ -83,7 +83,7 @@ def _pair_count_bound(data: ProblemView, ops: list[Op], head: dict, tail: dict, 
     best = full
     for k in range(1, min(len(forwards), len(backwards)) + 1):
         saving = min(by_forward[k - 1], by_backward[k - 1])
-        jobs = [(release, data.pair_duration, needed)] * k
+        jobs = [(release, data.pair_length, needed)] * k
         for group in jobs_of:
             jobs += group[:max(0, len(group) - k)]
         best = min(best, max(full - saving, jackson_jobs(jobs)))

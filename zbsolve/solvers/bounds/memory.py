@@ -39,7 +39,7 @@ def warmup_idle(data: ProblemView, ops: list[Op], head: dict | None = None) -> i
     if not backwards:
         return None
     first_backward = min(head[op] for op in backwards)
-    room = data.memory_limit[data.graph.device(ops[0])]
+    room = data.limits[data.graph.device(ops[0])]
     fits = most_length(room, [(data.memory_effect[op][0], data.duration[op], 1) for op in ops if op.kind == "F"])
     work = ops_work(data, ops)
     return first_backward + math.ceil(work - fits - 1e-9) - work
@@ -73,7 +73,7 @@ def cooldown_bound(data: ProblemView, ops: list[Op], head: dict | None = None, t
     stages = data.forward_chains(device)
     if not stages or (data.pair_duration is not None and len(stages) > 1):
         return 0
-    limit = data.memory_limit[device]
+    limit = data.limits[device]
     tail = tail or data.tail
     least = least_after(data, ops, tail)
     candidates = []

@@ -76,7 +76,8 @@ class Paths:
         for i, d in enumerate(self.device):
             common[0][d] &= ancestors[i]
             common[1][d] &= descendants[i]
-        return tuple([[d for d in range(self.devices) if bits >> d & 1] for bits in sets] for sets in common)
+        before, after = ([[d for d in range(self.devices) if bits >> d & 1] for bits in sets] for sets in common)
+        return before, after
 
     def longest_to(self, targets: list[Op]) -> list[int]:
         """Longest path from each op's start to the end of some op in `targets`; UNREACHED

@@ -29,7 +29,7 @@ def stays_bound(data: ProblemView, ops: list[Op]) -> int:
     and its last. 0 where fewer than two stays are kept apart."""
     if data.memory_limit is None or not ops:
         return 0
-    limit = data.memory_limit[data.graph.device(ops[0])]
+    limit = data.limits[data.graph.device(ops[0])]
     forwards = [op for op in ops if op.kind == "F" and 2 * data.memory_effect[op][0] > limit]
     owners = {(f.pipe, f.microbatch) for f in forwards}
     if len(forwards) < 2 or len(owners) < len(forwards):

@@ -118,7 +118,7 @@ class _Model:
                     change = allocated - released
                     if change:
                         level = level + change * self.precedes(g, f)
-                self.prob += level <= d.memory_limit[device]
+                self.prob += level <= d.limits[device]
 
     def _objective(self):
         d, s, H = self.data, self.start, self.horizon
@@ -192,7 +192,7 @@ def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState) -> B
         warnings.simplefilter("ignore", DeprecationWarning)
         model = _Model(data, state.horizon, state.lower_bound())
     warm = state.hint is not None
-    if warm:
+    if state.hint is not None:
         model.set_hint(state.hint)
     # PuLP leaves its model files behind when CBC exits without a solution (killed after an
     # interrupt): they go in a folder of our own, removed whatever happens.

@@ -25,7 +25,7 @@ from ortools.sat.python import cp_model
 from zbsolve.problem.op_graph import Op
 from zbsolve.solvers.view import ProblemView
 
-from .hints import Derived
+from .hints import Derived, ended_by, started_before
 
 MAX_BOOLEANS = 2_000
 # Deciding terms by the edges takes a bitset of n bits per op and a term per (F, op) pair of
@@ -79,25 +79,25 @@ def counted_terms(data: ProblemView) -> dict[Op, list[Term]]:
 def add_counted_memory(model: cp_model.CpModel, data: ProblemView, start: dict, end: dict,
                        derived: Derived, terms: dict[Op, list[Term]]) -> None:
     for x, found in terms.items():
-        limit = data.memory_limit[data.graph.device(x)]
-        level = data.memory_effect[x][0]
+        limit = data.limits[data.graph.device(x)]
+        level: int | cp_model.LinearExpr = data.memory_effect[x][0]
         for term in found:
             if term.known is not None:
                 level += term.amount * term.known
                 continue
             y = term.op
-            happened = model.NewBoolVar(f"by{x}{y}")
+            happened = model.new_bool_var(f"by{x}{y}")
             if y.kind == "F":  # started strictly before x
-                model.Add(start[y] + 1 <= start[x]).OnlyEnforceIf(happened)
-                model.Add(start[y] >= start[x]).OnlyEnforceIf(happened.Not())
-                derived.append((happened, lambda h, y=y, x=x: int(h.start[y] < h.start[x])))
+                model.add(start[y] + 1 <= start[x]).OnlyEnforceIf(happened)
+                model.add(start[y] >= start[x]).OnlyEnforceIf(happened.Not())
+                derived.append((happened, started_before(y, x)))
             else:  # ended by x's start
-                model.Add(end[y] <= start[x]).OnlyEnforceIf(happened)
-                model.Add(end[y] >= start[x] + 1).OnlyEnforceIf(happened.Not())
-                derived.append((happened, lambda h, y=y, x=x: int(h.end[y] <= h.start[x])))
+                model.add(end[y] <= start[x]).OnlyEnforceIf(happened)
+                model.add(end[y] >= start[x] + 1).OnlyEnforceIf(happened.Not())
+                derived.append((happened, ended_by(y, x)))
             level += term.amount * happened
         if not isinstance(level, int) or level > limit:  # a constant within the limit adds nothing
-            model.Add(level <= limit)
+            model.add(level <= limit)
 
 
 def _undecided_count(data: ProblemView) -> int:

@@ -11,7 +11,7 @@ from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import ProblemView
 
 from .counted import add_counted_memory, planned
-from .hints import Derived
+from .hints import Derived, first_start, last_end
 from .memory import add_memory
 from .pairs import Pairs, occupancy
 
@@ -27,23 +27,23 @@ def build_model(data: ProblemView, state: SearchState, counted_memory: bool | No
     halves the hint starts that close (see `Pairs`): then the model is a restriction."""
     model = cp_model.CpModel()
     H = state.horizon
-    start = {op: model.NewIntVar(data.head[op], H - data.tail[op], f"s{op}") for op in data.ops}
+    start = {op: model.new_int_var(data.head[op], H - data.tail[op], f"s{op}") for op in data.ops}
     derived: Derived = []
     pairs = Pairs(model, data, start, derived, state, within=pairs_within) if data.pair_duration is not None else None
     end, device_intervals = occupancy(model, data, start, pairs, derived, state.horizon)
     for op in data.ops:
         for pred, delay in data.predecessors[op]:
-            model.Add(start[op] >= end[pred] + delay)
+            model.add(start[op] >= end[pred] + delay)
     for chain in data.chains:  # identical microbatches: take them in order
         if data.ordered(chain):
             for a, b in zip(chain, chain[1:]):
-                model.Add(start[b] >= start[a] + data.shortest(a))
+                model.add(start[b] >= start[a] + data.shortest(a))
     for a, b, delay in data.implied:  # memory-implied order: redundant, but CP-SAT does not derive it
         if a.kind != b.kind:
-            model.Add(start[b] >= end[a] + delay)
+            model.add(start[b] >= end[a] + delay)
     for d, intervals in enumerate(device_intervals):
         if one_at_a_time is None or d in one_at_a_time:
-            model.AddNoOverlap(intervals)
+            model.add_no_overlap(intervals)
     if data.memory_limit is not None:
         add_memory(model, data, start, end, derived, state.horizon)
         terms = planned(data, counted_memory)
@@ -57,32 +57,32 @@ def _add_objective(model, data: ProblemView, state: SearchState, start, end, der
     H = state.horizon
     worst = H if state.incumbent is None else min(H, state.incumbent)
     if data.objective == "makespan":
-        makespan = model.NewIntVar(state.lower_bound(), worst, "makespan")
+        makespan = model.new_int_var(state.lower_bound(), worst, "makespan")
         sinks = data.sinks()
         for op in sinks:
-            model.Add(makespan >= end[op])
+            model.add(makespan >= end[op])
         derived.append((makespan, lambda h: max(h.end[op] for op in sinks)))
-        model.Minimize(makespan)
+        model.minimize(makespan)
         return makespan
-    span = model.NewIntVar(state.lower_bound(), worst, "span")
+    span = model.new_int_var(state.lower_bound(), worst, "span")
     # The span does not change when a schedule moves in time, so only schedules whose earliest
     # op starts at 0 are searched (one stage-0 F per pipe may be it): without this anchor
     # CP-SAT's bound stays at the static one.
-    model.AddMinEquality(0, [start[op] for op in data.starters])
+    model.add_min_equality(0, [start[op] for op in data.starters])
     spans = []
     for d in range(len(data.device_ops)):
-        first = model.NewIntVar(0, H, f"first{d}")
-        last = model.NewIntVar(0, H, f"last{d}")
+        first = model.new_int_var(0, H, f"first{d}")
+        last = model.new_int_var(0, H, f"last{d}")
         firsts, lasts = data.first_forwards(d), data.last_backwards(d)
         for op in firsts:
-            model.Add(first <= start[op])
+            model.add(first <= start[op])
         for op in lasts:
-            model.Add(last >= end[op])
-        model.Add(span >= last - first)
-        derived.append((first, lambda h, ops=firsts: min(h.start[op] for op in ops)))
-        derived.append((last, lambda h, ops=lasts: max(h.end[op] for op in ops)))
+            model.add(last >= end[op])
+        model.add(span >= last - first)
+        derived.append((first, first_start(firsts)))
+        derived.append((last, last_end(lasts)))
         spans.append((firsts, lasts))
     derived.append((span, lambda h: max(max(h.end[op] for op in lasts) - min(h.start[op] for op in firsts)
                                         for firsts, lasts in spans)))
-    model.Minimize(span)
+    model.minimize(span)
     return span

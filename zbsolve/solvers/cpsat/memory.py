@@ -7,7 +7,7 @@ from ortools.sat.python import cp_model
 
 from zbsolve.solvers.view import ProblemView
 
-from .hints import Derived
+from .hints import Derived, lasting
 
 
 def add_memory(model: cp_model.CpModel, data: ProblemView, start: dict, end: dict, derived: Derived,
@@ -31,9 +31,9 @@ def add_memory(model: cp_model.CpModel, data: ProblemView, start: dict, end: dic
             for release, amount in held:
                 if amount <= 0:
                     continue
-                size = model.NewIntVar(0, H, f"m{op}{release.kind}")
-                derived.append((size, lambda h, f=op, r=release: h.end[r] - h.start[f]))
-                intervals.append(model.NewIntervalVar(start[op], size, end[release], f"mem{op}{release.kind}"))
+                size = model.new_int_var(0, H, f"m{op}{release.kind}")
+                derived.append((size, lasting(op, release)))
+                intervals.append(model.new_interval_var(start[op], size, end[release], f"mem{op}{release.kind}"))
                 demands.append(amount)
         if intervals:
-            model.AddCumulative(intervals, demands, data.memory_limit[d])
+            model.add_cumulative(intervals, demands, data.limits[d])

@@ -40,7 +40,7 @@ def pairs_within(data: ProblemView) -> int | None:
     in the mirrored model (see `Pairs`), or None for no restriction."""
     if data.pair_duration is None or len(data.ops) < ALONE_FROM_OPS:
         return None
-    return int(PAIRS_WITHIN * data.pair_duration)
+    return int(PAIRS_WITHIN * data.pair_length)
 
 
 def twins(data: ProblemView) -> dict[Op, Op] | None:
@@ -65,7 +65,7 @@ def twins(data: ProblemView) -> dict[Op, Op] | None:
             return None
         if {(twin[p], delay) for p, delay in data.predecessors[op]} != set(data.predecessors[image]):
             return None
-    if data.memory_limit is not None and any(data.memory_limit[d] != data.memory_limit[e] for d, e in reflect.items()):
+    if data.memory_limit is not None and any(data.limits[d] != data.limits[e] for d, e in reflect.items()):
         return None
     return twin
 
@@ -74,7 +74,7 @@ def add_mirror(model: cp_model.CpModel, start: dict, pair_literals: dict, twin: 
     """Each op starts with its image, and each pair is chosen with its image."""
     for op, image in twin.items():
         if op.pipe == 0:
-            model.Add(start[op] == start[image])
+            model.add(start[op] == start[image])
     for (forward, backward), chosen in pair_literals.items():
-        image = pair_literals.get((twin[forward], twin[backward]))
-        model.Add(chosen == (image if image is not None else 0))
+        mirrored = pair_literals.get((twin[forward], twin[backward]))
+        model.add(chosen == (mirrored if mirrored is not None else 0))

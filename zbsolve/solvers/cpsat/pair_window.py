@@ -15,6 +15,7 @@ The mirrored LNS tends to stop on plateaus; these steps get it off them
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 from ortools.sat.python import cp_model
 
@@ -59,7 +60,7 @@ def compressed(data: ProblemView, starts: dict[Op, int], pairs: set[tuple[Op, Op
         orders.append(slots)
 
     def length(slot: tuple[Op, ...]) -> int:
-        return data.pair_duration if len(slot) == 2 else data.duration[slot[0]]
+        return data.pair_length if len(slot) == 2 else data.duration[slot[0]]
 
     # An absorbed W's result is its pair's end: waiting on the W waits on the pair.
     try:
@@ -81,11 +82,11 @@ def compressed(data: ProblemView, starts: dict[Op, int], pairs: set[tuple[Op, Op
 
 def search(data: ProblemView, settings: RunSettings, state: SearchState, model: cp_model.CpModel, start: dict, pairs,
            starts: dict[Op, int],
-           chosen: list[tuple[Op, Op]], seconds: float, on_better):
+           chosen_pairs: Iterable[tuple[Op, Op]], seconds: float, on_better):
     """Improve a schedule of the mirrored `model` (its start variables and `Pairs`) for
     `seconds` of wall time: (starts, pairs, makespan, steps, improvements), the makespan in
     solver units. `on_better(starts, makespan, pairs)` hears of each gain."""
-    chosen = set(chosen)
+    chosen = set(chosen_pairs)
     waits = model_waits(data)
     packed = compressed(data, starts, chosen, waits)
     if packed is None:
@@ -94,7 +95,7 @@ def search(data: ProblemView, settings: RunSettings, state: SearchState, model: 
 
     def step(size: int, seconds: float, rng: random.Random) -> bool:
         nonlocal best, ends, chosen, value, better
-        order = sorted(data.ops, key=best.get)
+        order = sorted(data.ops, key=best.__getitem__)
         first = rng.randrange(max(1, len(order) - size + 1))
         low, high = best[order[first]], best[order[min(len(order), first + size) - 1]]
         free = {op for op in data.ops if low <= best[op] <= high}
@@ -102,7 +103,7 @@ def search(data: ProblemView, settings: RunSettings, state: SearchState, model: 
         packed = None if found is None else compressed(data, found[0], found[1], waits)
         new = None if packed is None else max(packed[1].values())
         shorter = new is not None and new < value
-        if new is not None and new <= value:
+        if packed is not None and found is not None and new is not None and new <= value:
             if shorter:
                 better += 1
                 on_better(packed[0], new, found[1])
@@ -150,7 +151,7 @@ def _paths_out(data: ProblemView, best, ends, chosen, free: set[Op], high: int) 
     for op in free:
         path = max([0] + [delay + tail[s] for s, delay in data.successors[op] if s not in free and s in tail])
         after = first_after.get(data.graph.device(op))
-        out[op] = max(path, tail.get(after, 0))
+        out[op] = max(path, tail.get(after, 0) if after is not None else 0)
     return out
 
 
@@ -158,40 +159,40 @@ def _reorder(data: ProblemView, settings: RunSettings, model: cp_model.CpModel, 
              free: set[Op], seconds: float, seed: int):
     """The window's ops re-ordered and re-paired, the rest fixed: (starts, pairs, proven),
     or None when nothing was found in time."""
-    step = model.Clone()
-    var = {op: step.GetIntVarFromProtoIndex(v.Index()) for op, v in start.items()}
-    literal = {pair: step.GetBoolVarFromProtoIndex(x.Index()) for pair, x in pairs.literal.items()}
-    step.ClearHints()
-    step.ClearObjective()
+    step = model.clone()
+    var = {op: step.get_int_var_from_proto_index(v.index) for op, v in start.items()}
+    literal = {pair: step.get_bool_var_from_proto_index(x.index) for pair, x in pairs.literal.items()}
+    step.clear_hints()
+    step.clear_objective()
     for op in data.ops:
         if op not in free:
-            step.Add(var[op] == best[op])
+            step.add(var[op] == best[op])
     member: dict[Op, list] = {}
     paired_backwards = {b for _, b in chosen}
     for (f, b), x in literal.items():
         if f not in free and b not in free:
-            step.Add(x == int((f, b) in chosen))
+            step.add(x == int((f, b) in chosen))
             continue
-        step.AddHint(x, (f, b) in chosen)
+        step.add_hint(x, (f, b) in chosen)
         member.setdefault(f, []).append(x)
         member.setdefault(b, []).append(x)
     after = _paths_out(data, best, ends, chosen, free, max(best[op] for op in free))
     low, makespan = min(best[op] for op in free), max(ends.values())
     latest = 2 * makespan + max(after.values()) + 1
-    worst = step.NewIntVar(0, latest, "worst")
+    worst = step.new_int_var(0, latest, "worst")
     for op in free:
-        step.AddHint(var[op], best[op])
+        step.add_hint(var[op], best[op])
         if op.kind != "W" or not data.split:
-            stretch = (data.pair_duration - data.duration[op]) * sum(member.get(op, []))
-            step.Add(worst >= var[op] + data.duration[op] + stretch + after[op])
+            stretch = (data.pair_length - data.duration[op]) * sum(member.get(op, []))
+            step.add(worst >= var[op] + data.duration[op] + stretch + after[op])
             continue
         # A W counts only where it runs by itself; absorbed, it ends with its pair.
         backward = op.with_kind("B")
         if backward in free:
             alone = [x.Not() for x in member.get(backward, [])]
-            step.Add(worst >= var[op] + data.duration[op] + after[op]).OnlyEnforceIf(alone)
+            step.add(worst >= var[op] + data.duration[op] + after[op]).OnlyEnforceIf(alone)
         elif backward not in paired_backwards:
-            step.Add(worst >= var[op] + data.duration[op] + after[op])
+            step.add(worst >= var[op] + data.duration[op] + after[op])
     prefer_early(step, worst, [var[op] for op in free], low, makespan - low + 1, latest)
     solver = step_solver(settings, seconds, seed)
     code = solver.Solve(step)

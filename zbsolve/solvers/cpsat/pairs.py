@@ -10,6 +10,7 @@ residual would be held longer.
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Literal
 
 from ortools.sat.python import cp_model
 
@@ -29,7 +30,7 @@ class Pairs:
         self.literal: dict[tuple[Op, Op], cp_model.IntVar] = {}
         self.intervals: list[list] = [[] for _ in data.device_ops]
         member: dict[Op, list] = {}
-        length = data.pair_duration
+        length = data.pair_length
         for d, ops in enumerate(data.device_ops):
             if devices is not None and d not in devices:
                 continue
@@ -41,16 +42,17 @@ class Pairs:
                         continue
                     if within is not None and not self._near(f, b, within):
                         continue
-                    x = model.NewBoolVar(f"pair{f}_{b}")
-                    model.Add(start[f] == start[b]).OnlyEnforceIf(x)
-                    self.intervals[d].append(model.NewOptionalFixedSizeIntervalVar(start[f], length, x, f"ip{f}_{b}"))
+                    x = model.new_bool_var(f"pair{f}_{b}")
+                    model.add(start[f] == start[b]).OnlyEnforceIf(x)
+                    interval = model.new_optional_fixed_size_interval_var(start[f], length, x, f"ip{f}_{b}")
+                    self.intervals[d].append(interval)
                     self.literal[(f, b)] = x
                     member.setdefault(f, []).append(x)
                     member.setdefault(b, []).append(x)
         self.paired: dict[Op, cp_model.LinearExpr | int] = {}
         self._alone: dict[Op, cp_model.IntVar] = {}
         for op, literals in member.items():
-            model.AddAtMostOne(literals)
+            model.add_at_most_one(literals)
             self.paired[op] = sum(literals)
 
     def _may_meet(self, f: Op, b: Op) -> bool:
@@ -63,15 +65,15 @@ class Pairs:
         hint = self.state.hint
         return not hint or (f, b) in self.state.hint_pairs or abs(hint[f] - hint[b]) <= within
 
-    def alone(self, model: cp_model.CpModel, op: Op):
+    def alone(self, model: cp_model.CpModel, op: Op) -> Literal[True] | cp_model.IntVar:
         """A literal true when `op` runs by itself (for W: when its B is not paired)."""
         owner = op.with_kind("B") if op.kind == "W" else op
         if owner not in self.paired:
             return True
         if owner not in self._alone:
-            literal = model.NewBoolVar(f"alone{owner}")
-            model.Add(self.paired[owner] == 0).OnlyEnforceIf(literal)
-            model.Add(self.paired[owner] == 1).OnlyEnforceIf(literal.Not())
+            literal = model.new_bool_var(f"alone{owner}")
+            model.add(self.paired[owner] == 0).OnlyEnforceIf(literal)
+            model.add(self.paired[owner] == 1).OnlyEnforceIf(literal.Not())
             self.derived.append((literal, lambda h: int(owner not in h.paired)))
             self._alone[owner] = literal
         return self._alone[owner]
@@ -81,8 +83,8 @@ class Pairs:
         duration = self.data.duration[op]
         if op not in self.paired:
             return start + duration
-        end = model.NewIntVar(0, 2 * self.horizon, f"e{op}")  # a variable: intervals need affine ends
-        model.Add(end == start + duration + (self.data.pair_duration - duration) * self.paired[op])
+        end = model.new_int_var(0, 2 * self.horizon, f"e{op}")  # a variable: intervals need affine ends
+        model.add(end == start + duration + (self.data.pair_length - duration) * self.paired[op])
         self.derived.append((end, lambda h: h.end[op]))
         return end
 
@@ -91,33 +93,34 @@ class Pairs:
 
     def hint(self, model: cp_model.CpModel, pairs: set[tuple[Op, Op]]) -> None:
         for pair, x in self.literal.items():
-            model.AddHint(x, pair in pairs)
+            model.add_hint(x, pair in pairs)
 
 
 def occupancy(model: cp_model.CpModel, data: ProblemView, start: dict, pairs: Pairs | None, derived: list,
               horizon: int, devices: Collection[int] | None = None) -> tuple[dict, list[list]]:
     """Each op's end (when its result is ready) and the intervals that occupy each device,
     for the ops of `devices` (all by default; the others' lists stay empty)."""
-    end, device_intervals = {}, [[] for _ in data.device_ops]
+    end: dict[Op, cp_model.LinearExprT] = {}
+    device_intervals: list[list[cp_model.IntervalVar]] = [[] for _ in data.device_ops]
     for d, ops in enumerate(data.device_ops):
         if devices is not None and d not in devices:
             continue
         for op in sorted(ops, key=lambda op: op.kind == "W"):  # a W's end may follow its B's
             duration, name = data.duration[op], str(op)
-            alone = True if pairs is None else pairs.alone(model, op)
-            if alone is True:
-                device_intervals[d].append(model.NewFixedSizeIntervalVar(start[op], duration, f"i{name}"))
+            alone: Literal[True] | cp_model.IntVar = True if pairs is None else pairs.alone(model, op)
+            if alone is True or pairs is None:
+                device_intervals[d].append(model.new_fixed_size_interval_var(start[op], duration, f"i{name}"))
                 end[op] = start[op] + duration
                 continue
             device_intervals[d].append(
-                model.NewOptionalFixedSizeIntervalVar(start[op], duration, alone, f"i{name}")
+                model.new_optional_fixed_size_interval_var(start[op], duration, alone, f"i{name}")
             )
             if op.kind != "W":
                 end[op] = pairs.end(model, op, start[op])
                 continue
-            done = model.NewIntVar(0, horizon, f"done{name}")  # an absorbed W ends with its pair
-            model.Add(done == start[op] + duration).OnlyEnforceIf(alone)
-            model.Add(done == end[op.with_kind("B")]).OnlyEnforceIf(alone.Not())
+            done = model.new_int_var(0, horizon, f"done{name}")  # an absorbed W ends with its pair
+            model.add(done == start[op] + duration).OnlyEnforceIf(alone)
+            model.add(done == end[op.with_kind("B")]).OnlyEnforceIf(alone.Not())
             derived.append((done, lambda h, op=op: h.end[op]))
             end[op] = done
         if pairs is not None:

@@ -48,7 +48,7 @@ LARGE_UP_TO_OPS = 1_500
 LARGE_BUDGET = 30.0
 
 # ask(model, limit) -> (CP-SAT status code, the limit's measure spent: seconds, or work units)
-Ask = Callable[[cp_model.CpModel, float], tuple[int, float]]
+Ask = Callable[[cp_model.CpModel, float], tuple[cp_model.CpSolverStatus, float]]
 
 
 def eligible(data: ProblemView, settings: RunSettings, state: SearchState) -> bool:
@@ -89,7 +89,7 @@ def relaxation(data: ProblemView, state: SearchState, paths: Paths, devices: lis
     ops = [op for device in devices for op in data.device_ops[device]]
     ops += [op for op in crossed or [] if data.graph.device(op) not in devices]
     model = cp_model.CpModel()
-    start = {op: model.NewIntVar(data.head[op], state.horizon - data.tail[op], str(op)) for op in ops}
+    start = {op: model.new_int_var(data.head[op], state.horizon - data.tail[op], str(op)) for op in ops}
     occupied = None
     if data.pair_duration is None:
         end = {op: start[op] + data.duration[op] for op in ops}
@@ -101,10 +101,10 @@ def relaxation(data: ProblemView, state: SearchState, paths: Paths, devices: lis
         for b in ops:
             delay = reach[paths.index[b]]
             if b != a and delay != UNREACHED:
-                model.Add(start[b] >= end[a] + (delay - data.shortest(a)))
+                model.add(start[b] >= end[a] + (delay - data.shortest(a)))
     for device in sorted({data.graph.device(op) for op in ops}):
-        model.AddNoOverlap(occupied[device] if occupied else
-                           [model.NewFixedSizeIntervalVar(start[op], data.duration[op], f"i{op}")
+        model.add_no_overlap(occupied[device] if occupied else
+                           [model.new_fixed_size_interval_var(start[op], data.duration[op], f"i{op}")
                             for op in data.device_ops[device] if op in start])
     if data.memory_limit is not None:
         add_memory(model, data, start, end, [], state.horizon, devices)
@@ -112,10 +112,10 @@ def relaxation(data: ProblemView, state: SearchState, paths: Paths, devices: lis
             terms = counted_terms(data) if terms is None else terms
             kept = {f: found for f, found in terms.items() if data.graph.device(f) in devices}
             add_counted_memory(model, data, start, end, [], kept)
-    makespan = model.NewIntVar(0, state.horizon, "makespan")
+    makespan = model.new_int_var(0, state.horizon, "makespan")
     for op in ops:
-        model.Add(makespan >= end[op] + (data.tail[op] - data.shortest(op)))
-    model.Minimize(makespan)
+        model.add(makespan >= end[op] + (data.tail[op] - data.shortest(op)))
+    model.minimize(makespan)
     return model, makespan
 
 
@@ -155,7 +155,7 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
             return None, None, 0.0
         unasked, limit = [device], budget
     paths, terms, spent = Paths(data), counted_terms(data), 0.0
-    models: dict = {}  # built when first asked
+    models: dict[int, tuple[cp_model.CpModel, cp_model.IntVar]] = {}  # built when first asked
     ceiling: dict[int, int] = {}  # candidates: each has a relaxation schedule no longer than this
     proven, by, rounds, answered = None, None, 0, False
 
@@ -171,7 +171,7 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
         if roomy:
             device = max(roomy, key=lambda d: ceiling[d])
             target = floor + (ceiling[device] - 1 - floor) // STEP
-            code, used = _within(*models[device], target, budget - spent, ask)
+            code, used = _within(models[device], target, budget - spent, ask)
             spent += used
             if code == cp_model.INFEASIBLE:
                 prove(target + 1, device)
@@ -185,7 +185,7 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
         for device in list(unasked):  # one round of first questions
             if device not in models:
                 models[device] = relaxation(data, state, paths, [device], terms=terms)
-            code, used = _within(*models[device], lower, min(limit, budget - spent), ask)
+            code, used = _within(models[device], lower, min(limit, budget - spent), ask)
             spent += used
             if code != cp_model.UNKNOWN:
                 answered = True
@@ -200,9 +200,12 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
     return proven, by, spent
 
 
-def _within(model: cp_model.CpModel, makespan, target: int, limit: float, ask: Ask) -> tuple[int, float]:
-    """Whether the relaxation has a schedule no longer than `target`: CP-SAT's answer."""
-    question = model.Clone()
-    question.Add(question.GetIntVarFromProtoIndex(makespan.Index()) <= target)
-    question.ClearObjective()
+def _within(relaxed: tuple[cp_model.CpModel, cp_model.IntVar], target: int, limit: float,
+            ask: Ask) -> tuple[cp_model.CpSolverStatus, float]:
+    """Whether the relaxation (its model and makespan) has a schedule no longer than `target`:
+    CP-SAT's answer."""
+    model, makespan = relaxed
+    question = model.clone()
+    question.add(question.get_int_var_from_proto_index(makespan.index) <= target)
+    question.clear_objective()
     return ask(question, max(limit, 0.1))

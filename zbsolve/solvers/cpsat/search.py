@@ -17,7 +17,7 @@ from zbsolve.solvers.view import ProblemView
 
 from .pairs import Pairs
 
-STATUS = {
+STATUS: dict[cp_model.CpSolverStatus, Status] = {
     cp_model.OPTIMAL: Status.OPTIMAL,
     cp_model.FEASIBLE: Status.FEASIBLE,
     cp_model.INFEASIBLE: Status.INFEASIBLE,
@@ -53,7 +53,7 @@ class Progress(cp_model.CpSolverSolutionCallback):
 
 
 def run(state: SearchState, solver: cp_model.CpSolver, model: cp_model.CpModel, callback,
-         give_up: Callable[[], bool] | None = None) -> int:
+         give_up: Callable[[], bool] | None = None) -> cp_model.CpSolverStatus:
     """Solve, stopping soon after Ctrl-C, or once `give_up()` says so; CP-SAT's status code."""
     stopper = watch_stop(state, solver, give_up)
     try:

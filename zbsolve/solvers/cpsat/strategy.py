@@ -8,6 +8,7 @@ import time
 
 from ortools.sat.python import cp_model
 
+from zbsolve.problem.op_graph import Op
 from zbsolve.solvers.result import BackendResult, Status, joined_notes
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
@@ -16,6 +17,7 @@ from zbsolve.solvers.view import ProblemView
 from . import mirror, pair_window, parameters, relaxed, search, window
 from .formulation import build_model
 from .hints import add_hint
+from .pairs import Pairs
 
 # Shares and thresholds chosen on the benchmark suite (docs/solving.md, section 5).
 # Where the mirror-image search with F&B pairs is the answer, pair window search takes the
@@ -67,7 +69,8 @@ def solve_cpsat(data: ProblemView, settings: RunSettings, state: SearchState) ->
     share = 1.0 if alone else mirror.MIRROR_SHARE
     mirrored = None if windows else _search_mirrored(data, settings, state, limit * share, deadline, stall=stall)
     if mirrored is not None and mirrored.starts is not None:
-        if mirrored.objective <= state.lower_bound():  # proven by the problem's own bound
+        # proven by the problem's own bound
+        if mirrored.objective is not None and mirrored.objective <= state.lower_bound():
             mirrored.status, mirrored.message = Status.OPTIMAL, "the mirror-image schedule meets the lower bound"
         elif alone:
             mirrored.message = joined_notes(MIRRORED_BEST, mirrored.message)
@@ -80,13 +83,13 @@ def solve_cpsat(data: ProblemView, settings: RunSettings, state: SearchState) ->
         limit = max(1.0, limit - mirrored.wall_time)
     model, start, pairs = _hinted_model(data, state)
     solver = parameters.solver_for(data, settings, limit, deadline)
-    if settings.progress:
-        solver.best_bound_callback = lambda bound: settings.progress(
-            None, data.value(bound), time.monotonic() - t0
-        )
+    report = settings.progress
+    if report:
+        solver.best_bound_callback = lambda bound: report(None, data.value(bound), time.monotonic() - t0)
     code = search.run(state, solver, model, search.Progress(data, settings, state, start, pairs, t0=t0))
     status = search.STATUS[code]
-    starts, value, bound, chosen = None, None, None, []
+    starts, value, bound = None, None, None
+    chosen: list[tuple[Op, Op]] = []
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         starts = {op: solver.Value(var) for op, var in start.items()}
         value = int(solver.ObjectiveValue())
@@ -95,7 +98,8 @@ def solve_cpsat(data: ProblemView, settings: RunSettings, state: SearchState) ->
     searched = "search of the whole model" if mirrored else "search"
     message = joined_notes(mirrored.message if mirrored else None,
                            parameters.clock_note(settings, state, solver, limit, searched))
-    if mirrored is not None and mirrored.starts is not None and (value is None or mirrored.objective < value):
+    if mirrored is not None and mirrored.starts is not None and mirrored.objective is not None \
+            and (value is None or mirrored.objective < value):
         # What the mirrored model proved holds only among mirror images: never `optimal`.
         starts, value, chosen, status = mirrored.starts, mirrored.objective, mirrored.pairs, Status.FEASIBLE
         message = joined_notes(MIRRORED_BEST, message)
@@ -153,7 +157,7 @@ def _raise_bound(data: ProblemView, settings: RunSettings, state: SearchState, t
     if not relaxed.eligible(data, settings, state):
         return None, None, 0.0
 
-    def ask(model: cp_model.CpModel, limit: float) -> tuple[int, float]:
+    def ask(model: cp_model.CpModel, limit: float) -> tuple[cp_model.CpSolverStatus, float]:
         solver = parameters.limited(settings, limit, deadline)
         code = search.run(state, solver, model, None)
         return code, parameters.spent(settings, solver)
@@ -199,7 +203,8 @@ def _search_mirrored(data: ProblemView, settings: RunSettings, state: SearchStat
     chosen = pairs.chosen(solver) if pairs is not None else []
     value = int(solver.ObjectiveValue())
     note = parameters.clock_note(settings, state, solver, limit, "mirror-image search")
-    if stalled is not None and stalled.stalled and limit - spent >= 1.0 and not state.stop.is_set():
+    if stall is not None and stalled is not None and stalled.stalled and limit - spent >= 1.0 \
+            and not state.stop.is_set():
         began = time.monotonic()
         starts, chosen, value, found = _pair_windows(data, settings, state, (model, start, pairs),
                                                      (starts, chosen, value),
@@ -219,7 +224,8 @@ def mirrored_model(data: ProblemView, state: SearchState, twin: dict):
     return model, start, pairs
 
 
-def _pair_windows(data: ProblemView, settings: RunSettings, state: SearchState, mirrored: tuple, schedule: tuple,
+def _pair_windows(data: ProblemView, settings: RunSettings, state: SearchState,
+                  mirrored: tuple[cp_model.CpModel, dict, Pairs | None], schedule: tuple,
                   seconds: float, t0: float):
     """Pair window search on the mirrored model (model, start variables, pairs) from its
     schedule (starts, pairs, value): the best schedule the same way, and a note."""

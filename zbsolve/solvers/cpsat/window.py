@@ -49,7 +49,7 @@ def search(data: ProblemView, settings: RunSettings, state: SearchState, starts:
         candidate = None if found is None else compressed(data, found, releases(data, found))
         new = None if candidate is None else data.objective_of(candidate)
         shorter = new is not None and new < value
-        if new is not None and new <= value:
+        if candidate is not None and new is not None and new <= value:
             if shorter:
                 better += 1
                 on_better(candidate, new)
@@ -83,7 +83,7 @@ def releases(data: ProblemView, starts: dict[Op, int]) -> dict[Op, int]:
     """For the span, each device's first op, which re-timing must not start earlier."""
     if data.objective == "makespan":
         return {}
-    return {min(ops, key=starts.get): min(starts[op] for op in ops) for ops in data.device_ops if ops}
+    return {min(ops, key=starts.__getitem__): min(starts[op] for op in ops) for ops in data.device_ops if ops}
 
 
 def compressed(data: ProblemView, starts: dict[Op, int], release: dict[Op, int] | None = None) -> dict[Op, int]:
@@ -101,7 +101,7 @@ def _reorder(data: ProblemView, settings: RunSettings, starts: dict[Op, int], fr
     low = min(starts[op] for op in free)
     high = max(starts[op] + data.duration[op] for op in free)
     model = cp_model.CpModel()
-    start = {op: model.NewIntVar(low, high - data.duration[op], "") for op in free}
+    start = {op: model.new_int_var(low, high - data.duration[op], "") for op in free}
 
     def begin(op: Op):
         return start[op] if op in chosen else starts[op]
@@ -113,16 +113,16 @@ def _reorder(data: ProblemView, settings: RunSettings, starts: dict[Op, int], fr
     for d, ops in enumerate(data.device_ops):
         for op in ops:
             if op in chosen:
-                on_device.setdefault(d, []).append(model.NewFixedSizeIntervalVar(start[op], data.duration[op], ""))
+                on_device.setdefault(d, []).append(model.new_fixed_size_interval_var(start[op], data.duration[op], ""))
     for d, intervals in on_device.items():
         for op in data.device_ops[d]:
             if op not in chosen and starts[op] < high and end(op) > low:
-                intervals.append(model.NewFixedSizeIntervalVar(starts[op], data.duration[op], ""))
-        model.AddNoOverlap(intervals)
+                intervals.append(model.new_fixed_size_interval_var(starts[op], data.duration[op], ""))
+        model.add_no_overlap(intervals)
     for op in data.ops:
         for pred, delay in data.predecessors[op]:
             if op in chosen or pred in chosen:
-                model.Add(begin(op) >= end(pred) + delay)
+                model.add(begin(op) >= end(pred) + delay)
     if data.memory_limit is not None:
         _memory(model, data, starts, chosen, begin, end, low, high)
     after = _tails(data, starts, chosen, high)
@@ -131,7 +131,7 @@ def _reorder(data: ProblemView, settings: RunSettings, starts: dict[Op, int], fr
     else:
         _longest_span(model, data, starts, chosen, start, after, high)
     for op in free:
-        model.AddHint(start[op], starts[op])
+        model.add_hint(start[op], starts[op])
     solver = step_solver(settings, seconds, seed)
     code = solver.Solve(model)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -143,9 +143,9 @@ def _reorder(data: ProblemView, settings: RunSettings, starts: dict[Op, int], fr
 
 def _latest_end(model, data: ProblemView, free: list[Op], start, after: dict[Op, int], low: int, high: int) -> None:
     latest = high + max(after.values())
-    worst = model.NewIntVar(0, latest, "")
+    worst = model.new_int_var(0, latest, "")
     for op in free:
-        model.Add(worst >= start[op] + data.duration[op] + after[op])
+        model.add(worst >= start[op] + data.duration[op] + after[op])
     prefer_early(model, worst, list(start.values()), low, high - low, latest)
 
 
@@ -155,9 +155,9 @@ def prefer_early(model, worst, starts: list, low: int, spread: int, latest: int)
     CP-SAT's 64-bit integers."""
     weight = len(starts) * spread + 1
     if weight * latest < 2**62:
-        model.Minimize(worst * weight + sum(var - low for var in starts))
+        model.minimize(worst * weight + sum(var - low for var in starts))
     else:
-        model.Minimize(worst)
+        model.minimize(worst)
 
 
 def step_solver(settings: RunSettings, seconds: float, seed: int) -> cp_model.CpSolver:
@@ -182,19 +182,19 @@ def _longest_span(model, data: ProblemView, starts, chosen: set[Op], start, afte
         if not reaching:
             continue
         stays = [starts[op] for op in ops if op not in chosen]
-        first = model.NewIntVar(0, min(stays) if stays else latest, "")
+        first = model.new_int_var(0, min(stays) if stays else latest, "")
         for op in ops:
             if op in chosen:
-                model.Add(first <= start[op])
-        span = model.NewIntVar(0, latest, "")
+                model.add(first <= start[op])
+        span = model.new_int_var(0, latest, "")
         for op, path in reaching:
-            model.Add(span >= start[op] + data.duration[op] + path - first)
+            model.add(span >= start[op] + data.duration[op] + path - first)
         spans.append(span)
-    worst = model.NewIntVar(0, latest, "")
+    worst = model.new_int_var(0, latest, "")
     for span in spans:
-        model.Add(worst >= span)
+        model.add(worst >= span)
     weight = len(spans) * latest + 1
-    model.Minimize(worst * weight + sum(spans) if weight * latest < 2**62 else worst)
+    model.minimize(worst * weight + sum(spans) if weight * latest < 2**62 else worst)
 
 
 def _memory(model, data: ProblemView, starts, chosen: set[Op], begin, end, low: int, high: int) -> None:
@@ -219,16 +219,16 @@ def _memory(model, data: ProblemView, starts, chosen: set[Op], begin, end, low: 
                 if not moving:
                     a, b = max(starts[f], low), min(end(release), high)
                     if a < b:
-                        intervals.append(model.NewFixedSizeIntervalVar(a, b - a, ""))
+                        intervals.append(model.new_fixed_size_interval_var(a, b - a, ""))
                         demands.append(amount)
                     continue
                 a = begin(f) if f in chosen else max(starts[f], low)
                 b = end(release) if release in chosen else min(end(release), high)
-                size = model.NewIntVar(0, high - low, "")
-                intervals.append(model.NewIntervalVar(a, size, b, ""))
+                size = model.new_int_var(0, high - low, "")
+                intervals.append(model.new_interval_var(a, size, b, ""))
                 demands.append(amount)
         if intervals:
-            model.AddCumulative(intervals, demands, data.memory_limit[d])
+            model.add_cumulative(intervals, demands, data.limits[d])
 
 
 def _tails(data: ProblemView, starts, chosen: set, high: int) -> dict[Op, list[int]]:

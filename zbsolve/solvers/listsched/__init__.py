@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from itertools import zip_longest
+from typing import Any
 
 from zbsolve.solvers.registry import Backend, register
 from zbsolve.solvers.result import BackendResult, Status
@@ -52,17 +53,19 @@ def solve_list(data: ProblemView, settings: RunSettings, state: SearchState) -> 
     tried = 0
     limited = data.memory_limit is not None
     admissions = (True, False) if any(shared.spare) and limited else (True,)
-    passes = [dict(rule=r, cap=c, whole=w) for caps in (CAPS, TIGHT_CAPS) for r in RULES for c in caps
-              for w in admissions]
+    Pass = dict[str, Any]  # ListRun's keyword arguments
+    passes: list[Pass] = [dict(rule=r, cap=c, whole=w) for caps in (CAPS, TIGHT_CAPS) for r in RULES for c in caps
+                          for w in admissions]
     if limited:  # taken in turns with the others: when time runs short, both kinds have been tried
         one_stage = not any(shared.spare)  # else take memory per stage, no room kept
-        paced = [dict(rule=r, cap=None, whole=one_stage, room=one_stage, pace=round(f * shared.pace_unit), head=head)
-                 for f in PACES for head in HEADS for r in RULES if r.name in PACED_RULES]
+        paced: list[Pass] = [dict(rule=r, cap=None, whole=one_stage, room=one_stage,
+                                  pace=round(f * shared.pace_unit), head=head)
+                             for f in PACES for head in HEADS for r in RULES if r.name in PACED_RULES]
         passes = [p for pair in zip_longest(passes, paced) for p in pair if p is not None]
         passes += [dict(p, limit=level) for level in tighter_limits(data, shared) for p in paced]
     # Reserving memory across the whole pipe never deadlocks: first where other passes may
     # (crowded devices), else only where every other pass did.
-    fallback = [dict(rule=r, cap=None, across=True) for r in RULES] if limited else []
+    fallback: list[Pass] = [dict(rule=r, cap=None, across=True) for r in RULES] if limited else []
     if crowded(data, shared):
         passes, fallback = fallback + passes, []
     for i, options in enumerate(passes + fallback):
@@ -97,7 +100,7 @@ def tighter_limits(data: ProblemView, shared: Layout) -> list[list[int]]:
     levels: list[list[int]] = []
     for fewer in TIGHTER_STEPS:
         level = [min(limit, max(least, (limit // u - fewer) * u)) if u else limit  # u = 0: holds nothing
-                 for limit, u, least in zip(data.memory_limit, unit, floor)]
+                 for limit, u, least in zip(data.limits, unit, floor)]
         if level != data.memory_limit and level not in levels:
             levels.append(level)
     return levels

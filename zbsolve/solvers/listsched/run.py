@@ -37,7 +37,9 @@ def layout(data: ProblemView) -> Layout:
         d = data.graph.device(chain[0])
         chains[d].append(chain)
         ordered[d].append(data.ordered(chain))
-    entry, reserve, count = {}, {}, {}
+    entry: dict[tuple[int, int], int] = {}  # (device, pipe) -> the stage a microbatch enters there
+    reserve: dict[tuple[int, int], int] = {}
+    count: dict[tuple[int, int], int] = {}
     for op in data.ops:
         if op.kind != "F" or op.microbatch != data.graph.problem.pipes[op.pipe].microbatches[0]:
             continue
@@ -108,13 +110,13 @@ class ListRun:
         while remaining:
             if self.stop.is_set():
                 return False
-            best = None
-            for d, option in enumerate(options):
-                if option is not None and (best is None or option[0] < options[best][0]):
-                    best = d
-            if best is None:
+            ready = [(option[0], d) for d, option in enumerate(options) if option is not None]
+            if not ready:
                 return False  # every device waits on memory another device holds
-            start, slot = options[best]
+            best = min(ready)[1]  # the earliest start; the lowest device among equals
+            chosen = options[best]
+            assert chosen is not None  # a device of `ready`
+            start, slot = chosen
             remaining -= self._place(best, start, slot)
             # Across the pipe, a release here may admit a microbatch whose pipe starts elsewhere.
             touched = range(devices) if self.across else (
@@ -174,7 +176,7 @@ class ListRun:
             return None
         serial = t + self.data.duration[chosen] + self._absorbed_length(chosen)
         worth = [(r, op) for r, op in ready if r > t and self._may_pair(chosen, op)
-                 and r + self.data.pair_duration < max(serial, r) + self.data.duration[op] + self._absorbed_length(op)]
+                 and r + self.data.pair_length < max(serial, r) + self.data.duration[op] + self._absorbed_length(op)]
         return min(worth, key=lambda item: (item[0], self._key(item[1])), default=None)
 
     def _key(self, op: Op) -> tuple:
@@ -183,7 +185,7 @@ class ListRun:
     def _saves(self, a: Op, b: Op) -> bool:
         f, back = (a, b) if a.kind == "F" else (b, a)
         alone = self.data.duration[f] + self.data.duration[back] + self._absorbed_length(back)
-        return self.data.pair_duration < alone
+        return self.data.pair_length < alone
 
     def _absorbed_length(self, back: Op) -> int:
         return self.data.duration[back.with_kind("W")] if back.kind == "B" else 0
@@ -229,7 +231,7 @@ class ListRun:
 
     def _place(self, d: int, start: int, slot: tuple[Op, ...]) -> int:
         data = self.data
-        length = data.pair_duration if len(slot) == 2 else data.duration[slot[0]]
+        length = data.pair_length if len(slot) == 2 else data.duration[slot[0]]
         end = start + length
         placed = list(slot)
         if len(slot) == 2:
