@@ -4,11 +4,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, children
 
 from zbsolve.formats.schedule_json import read_schedule
 from zbsolve.schedule.validator import validate
@@ -37,6 +38,42 @@ def start_long_solve(target: Path, solver: str = "cpsat") -> subprocess.Popen:
 WITHIN_S = 60
 
 
+class Watched:
+    """A long solve whose output is read as it comes, so that a test can wait for its search."""
+
+    def __init__(self, target: Path, solver: str = "cpsat") -> None:
+        self.process = start_long_solve(target, solver)
+        self.err: list[str] = []
+        self.out: list[str] = []
+        self.reported = threading.Event()  # the first progress line: the search starts from there
+        self.readers = [threading.Thread(target=self._read, args=(stream, lines), daemon=True)
+                        for stream, lines in ((self.process.stderr, self.err), (self.process.stdout, self.out))]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, stream, lines: list[str]) -> None:
+        for line in stream:
+            lines.append(line)
+            if " best " in line:
+                self.reported.set()
+
+    def searching(self, solver: str) -> None:
+        """Back once the search runs: after the first progress line, and for CBC once its
+        process does."""
+        assert self.reported.wait(60), "".join(self.err)
+        deadline = time.monotonic() + 60
+        while solver == "cbc" and not any("cbc" in line for _, line in children(self.process.pid)):
+            assert time.monotonic() < deadline, "no CBC process"
+            time.sleep(0.05)
+        time.sleep(1.0)  # well into the search
+
+    def finish(self, timeout: float) -> tuple[str, str]:
+        self.process.wait(timeout=timeout)
+        for reader in self.readers:
+            reader.join(timeout=10)
+        return "".join(self.out), "".join(self.err)
+
+
 @pytest.mark.parametrize("solver, signum", [
     ("cpsat", signal.SIGINT),  # SIGTERM takes the same path: see the twice-delivered test below
     # CBC is reached through /proc (Linux) and notices between search nodes
@@ -45,13 +82,13 @@ WITHIN_S = 60
 ])
 def test_signal_during_a_solve_stops_and_writes_a_valid_interrupted_file(tmp_path, solver, signum):
     target = tmp_path / "solved.json"
-    process = start_long_solve(target, solver)
-    time.sleep(8)
-    process.send_signal(signum)
+    solve = Watched(target, solver)
+    solve.searching(solver)
+    solve.process.send_signal(signum)
     sent = time.monotonic()
-    out, err = process.communicate(timeout=90)
+    out, err = solve.finish(timeout=90)
     stopped_after = time.monotonic() - sent
-    assert process.returncode == 130, err
+    assert solve.process.returncode == 130, err
     assert stopped_after < WITHIN_S, f"took {stopped_after:.1f} s to stop"
     assert "Traceback" not in err and "stopping the solver" in err
     schedule = read_schedule(target)
@@ -131,13 +168,13 @@ def test_one_interruption_delivered_twice_still_keeps_the_best_schedule(tmp_path
     """`timeout` signals the process and then its group; a terminal's Ctrl-C reaches the whole
     group too. The second delivery, moments after the first, is the same request."""
     target = tmp_path / "solved.json"
-    process = start_long_solve(target, solver)
-    time.sleep(4)  # in the start or the search: either way the best schedule so far is kept
-    process.send_signal(signum)
+    solve = Watched(target, solver)
+    assert solve.reported.wait(60)  # a starting schedule: in the start or the search, the best so far is kept
+    solve.process.send_signal(signum)
     time.sleep(0.05)
-    process.send_signal(again)
-    out, err = process.communicate(timeout=90)
-    assert process.returncode == 130, err
+    solve.process.send_signal(again)
+    out, err = solve.finish(timeout=90)
+    assert solve.process.returncode == 130, err
     assert "Traceback" not in err
     schedule = read_schedule(target)
     validate(schedule)
