@@ -37,7 +37,8 @@ V_ONE = dict(placement="vshape")  # P=1: stages 0 and 1 on device 0, so pairs of
     ({}, [[F0, BW0, Op("F", 0, 0, 1)], [F1, BW1]], "F pipe 0 stage 0 microbatch 1 is not part of the problem"),
     ({}, [[F0, BW0, F0], [F1, BW1]], "F pipe 0 stage 0 microbatch 0 appears twice"),
     ({}, [[F0, Op("B", 0, 0, 0), Op("W", 0, 0, 0), BW0], [F1, BW1]],
-     "BW pipe 0 stage 0 microbatch 0 also has a split B or W"),
+     r"BW pipe 0 stage 0 microbatch 0 also has B and W: a microbatch runs through a stage one way "
+     r"\(F, BW or F, B, W\)"),
 ])
 def test_orders_that_are_not_the_problem_are_refused(kw, orders, message):
     with pytest.raises(ScheduleError, match=message):

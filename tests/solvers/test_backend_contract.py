@@ -30,7 +30,7 @@ def inputs(with_start: bool):
 def test_a_backend_answers_with_a_typed_status_and_proofs_only_with_a_bound(name):
     data, state, _ = inputs(with_start=False)
     reports = []
-    settings = RunSettings(time_limit=1.0, workers=1, deterministic=True,
+    settings = RunSettings(limit=1.0, workers=1, deterministic=True,
                            progress=lambda best, bound, elapsed: reports.append((best, bound)))
     result = registry.get(name).run(data, settings, state)
     assert isinstance(result.status, Status)
@@ -47,7 +47,7 @@ def test_a_backend_answers_with_a_typed_status_and_proofs_only_with_a_bound(name
 def test_a_backend_stopped_before_it_starts_returns_and_says_so_unless_proven(name):
     data, state, _ = inputs(with_start=True)
     state.stop.set()
-    result = registry.get(name).run(data, RunSettings(time_limit=30.0, workers=1, deterministic=True), state)
+    result = registry.get(name).run(data, RunSettings(limit=30.0, workers=1, deterministic=True), state)
     assert isinstance(result.status, Status)
     assert result.interrupted or result.status in (Status.OPTIMAL, Status.INFEASIBLE)
 
@@ -56,7 +56,7 @@ def test_a_backend_stopped_before_it_starts_returns_and_says_so_unless_proven(na
 def test_a_backend_given_a_start_returns_nothing_worse(name):
     data, state, start = inputs(with_start=True)
     assert start is not None
-    result = registry.get(name).run(data, RunSettings(time_limit=1.0, workers=1, deterministic=True), state)
+    result = registry.get(name).run(data, RunSettings(limit=1.0, workers=1, deterministic=True), state)
     if result.starts is not None:  # a backend may return no schedule when it finds none better
         assert data.value(result.objective) <= start.value + 1e-9 or registry.get(name).makes_starts
     assert result.status != Status.INFEASIBLE  # the start fits: a proof of none would be false

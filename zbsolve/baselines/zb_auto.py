@@ -18,6 +18,7 @@ from itertools import product
 
 from zbsolve.errors import ScheduleError
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import change
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.simulator import simulate
 
@@ -59,7 +60,7 @@ class _Pass:
         self.free[j] = end
         if kind in "FB":
             self.ends[kind][j][i] = end
-        self.held[j] += {"F": self.act[j], "B": self.res[j] - self.act[j], "W": -self.res[j]}[kind]
+        self.held[j] += change(kind, self.act[j], self.res[j])
         self.count[kind][j] += 1
         self.orders[j].append(Op(kind, 0, j, self.mbs[i]))
 

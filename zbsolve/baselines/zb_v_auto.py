@@ -22,6 +22,7 @@ from itertools import product
 
 from zbsolve.errors import ScheduleError
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import change
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.simulator import simulate
 
@@ -38,8 +39,7 @@ class _VPass:
         self.mbs = list(pipe.microbatches)
         costs = [problem.stage_costs[s.cost] for s in pipe.stages]
         self.cost = {"F": [c.F for c in costs], "B": [c.B for c in costs], "W": [c.W for c in costs]}
-        self.memory = {"F": [c.activation for c in costs], "B": [c.residual - c.activation for c in costs],
-                       "W": [-c.residual for c in costs]}
+        self.memory = {kind: [change(kind, c.activation, c.residual) for c in costs] for kind in "FBW"}
         self.device = [s.device for s in pipe.stages]
         self.comm = problem.comm
         self.limit = (list(problem.memory_limit) if problem.memory_limit is not None

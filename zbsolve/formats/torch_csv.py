@@ -14,19 +14,23 @@ from pathlib import Path
 from zbsolve.errors import ExportError, MissingFileError, ScheduleError, ScheduleFileError
 from zbsolve.formats.atomic_files import write_atomic
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import TABLE
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.simulator import simulate
 
-TORCH_KIND = {"F": "F", "B": "I", "W": "W", "BW": "B"}
+TORCH_KIND = {row.kind.value: row.torch for row in TABLE.values() if row.torch}  # F, I, W, B
 OUR_KIND = {torch: ours for ours, torch in TORCH_KIND.items()}
+_LETTERS = "".join(TORCH_KIND.values())
 # ASCII digits only: \d also takes other scripts' digits, which int() then reads as numbers.
-_ACTION = re.compile(r"([0-9]+)([FIWB])([0-9]+)")
-_PAIR = re.compile(r"\(([0-9]+[FIWB][0-9]+);([0-9]+[FIWB][0-9]+)\)OVERLAP_F_B")
+_ACTION = re.compile(rf"([0-9]+)([{_LETTERS}])([0-9]+)")
+_PAIR = re.compile(rf"\(([0-9]+[{_LETTERS}][0-9]+);([0-9]+[{_LETTERS}][0-9]+)\)OVERLAP_F_B")
 _MOST_DIGITS = 9  # no problem has a billion stages or microbatches
 
 
 def action(op: Op) -> str:
+    if op.kind not in TORCH_KIND:
+        raise ExportError(f"torch's schedule CSV has no action for {op.describe()}")
     return f"{op.stage}{TORCH_KIND[op.kind]}{op.microbatch}"
 
 
@@ -122,7 +126,7 @@ def _op(text: str, where: str, problem: Problem, rank: int) -> Op:
     if pipe.stages[stage].device != rank:
         raise ScheduleFileError(f"{where}: stage {stage} runs on rank {pipe.stages[stage].device} in this "
                                 f"problem ({problem.placement}), not on rank {rank}")
-    if kind in ("B", "W") and not problem.split_backward:
+    if TABLE[kind].split_only and not problem.split_backward:
         raise ScheduleFileError(f"{where}: a split backward ({match.group(2)}), but the problem's backward is fused")
     return Op(kind, 0, stage, microbatch)
 

@@ -13,9 +13,16 @@ from pathlib import Path
 from zbsolve.errors import UsageError
 from zbsolve.formats.atomic_files import check_writable, write_atomic
 from zbsolve.problem.op_graph import OpGraph
+from zbsolve.problem.op_kinds import KINDS
 from zbsolve.schedule.schedule import Schedule
 
 COLOURS = {"F": "#4c78a8", "B": "#54a24b", "W": "#f58518", "BW": "#72b7b2"}
+OTHER = "#9d755d"  # a kind without a colour of its own here
+
+
+def _order(kind: str) -> int:
+    """Legend order: the table's."""
+    return KINDS.index(kind) if kind in KINDS else len(KINDS)
 FORMATS = ("png", "svg", "pdf")
 
 
@@ -59,7 +66,7 @@ def shade(kind: str, chunk: int) -> str:
     that chunks and directions stand apart even in thin bars."""
     import matplotlib.colors as mcolors
 
-    r, g, b = mcolors.to_rgb(COLOURS[kind])
+    r, g, b = mcolors.to_rgb(COLOURS.get(kind, OTHER))
     if chunk == 0:
         return mcolors.to_hex((0.8 * r, 0.8 * g, 0.8 * b))
     mix = min(0.8, 0.35 + 0.2 * chunk)
@@ -167,7 +174,7 @@ def _kind_handles(schedule: Schedule) -> list:
     else:
         names = tuple(f"chunk {c}" for c in range(max(chunks.values()) + 1))
     used = sorted({(t.op.kind, chunks[(t.op.pipe, t.op.stage)]) for ops in schedule.devices for t in ops},
-                  key=lambda item: (list(COLOURS).index(item[0]), item[1]))
+                  key=lambda item: (_order(item[0]), item[1]))
     return [Patch(color=shade(k, c), label=f"{k} {names[c]}" if len(names) > 1 else k) for k, c in used]
 
 
@@ -220,7 +227,7 @@ def plot(schedule: Schedule, path: str | os.PathLike, reference: Schedule | None
     if reference is not None:
         named = {h.get_label().split()[0] for h in handles}
         kinds = {t.op.kind for ops in reference.devices for t in ops} - named
-        handles += [Patch(color=shade(k, 0), label=k) for k in sorted(kinds, key=list(COLOURS).index)]
+        handles += [Patch(color=shade(k, 0), label=k) for k in sorted(kinds, key=_order)]
     if any(t.overlap is not None for s in shown for ops in s.devices for t in ops):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="F&B pair"))
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from zbsolve.errors import UsageError
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import TABLE, producer
 from zbsolve.problem.problem import Problem
 from zbsolve.problem.units import bytes_per
 from zbsolve.schedule.schedule import Metrics, Schedule, SolverInfo, TimedOp
@@ -134,11 +135,11 @@ def gaps(problem: Problem, ranks: list[list[tuple]]) -> tuple[list[float], list[
 
 
 def _input_of(kind: str, stage: int, mb, stages: int) -> tuple | None:
-    """The cross-stage input an op waits for: the previous stage's F, the next stage's B."""
-    if kind == "F":
-        return ("F", stage - 1, mb) if stage else None
-    if kind in ("B", "BW") and stage < stages - 1:
-        return ("B", stage + 1, mb)
+    """The cross-stage input an op waits for, as the op-kind table's waits say: the previous
+    stage's F, the next stage's input gradient (keyed B, as `gaps` keys a BW's end)."""
+    for wait in TABLE[kind].waits:
+        if wait.offset and 0 <= stage + wait.offset < stages:
+            return (producer(wait.event, True), stage + wait.offset, mb)
     return None
 
 

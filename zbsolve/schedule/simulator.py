@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from zbsolve.errors import ScheduleError
 from zbsolve.problem.op_graph import Op, OpGraph
+from zbsolve.problem.op_kinds import kinds_allowed, producer, ways
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Metrics, Schedule, Slot, SolverInfo, TimedOp
 from zbsolve.schedule.timing import DeadlockError, earliest_times
@@ -23,7 +24,7 @@ def check_orders(graph: OpGraph, orders: Sequence[Sequence[Slot]]) -> None:
     problem = graph.problem
     if len(orders) != problem.devices:
         raise ScheduleError(f"need an order for each of {problem.devices} devices, got {len(orders)}")
-    allowed = {"F", "BW"} | ({"B", "W"} if problem.split_backward else set())
+    allowed = set(kinds_allowed(problem.split_backward))
     seen: set[Op] = set()
     for d, order in enumerate(orders):
         for slot in order:
@@ -56,25 +57,37 @@ def _check_pair(graph: OpGraph, slot: Slot, device: int) -> None:
     kinds = sorted(op.kind for op in slot)
     if graph.fb_overlap is None:
         raise ScheduleError(f"device {device}: overlapped pair {slot[0]}+{slot[1]} needs fb_overlap")
-    if kinds not in (["B", "F"], ["BW", "F"]):
+    # a forward and a backward that produces the input gradient (B, or BW)
+    halves = [sorted((producer("F", split), producer("I", split))) for split in (True, False)]
+    if kinds not in halves:
         raise ScheduleError(f"device {device}: an overlapped pair is one F and one B or BW, got {kinds}")
     if (slot[0].pipe, slot[0].stage) == (slot[1].pipe, slot[1].stage):
         raise ScheduleError(f"device {device}: overlapped pair {slot[0]}+{slot[1]} is one stage")
 
 
 def _check_complete(graph: OpGraph, seen: set[Op]) -> None:
+    """Each microbatch runs through each stage one of the table's ways (F, BW or F, B, W)."""
+    split = graph.problem.split_backward
+    options = [set(way) for way in ways(split)]
+    allowed = kinds_allowed(split)
     for q, pipe in enumerate(graph.problem.pipes):
         for k in range(len(pipe.stages)):
             for i in pipe.microbatches:
-                if Op("F", q, k, i) not in seen:
-                    raise ScheduleError(f"{Op('F', q, k, i).describe()} is missing")
-                fused = Op("BW", q, k, i) in seen
-                split = [Op(kind, q, k, i) in seen for kind in ("B", "W")]
-                if fused and any(split):
-                    raise ScheduleError(f"{Op('BW', q, k, i).describe()} also has a split B or W")
-                if not fused and not all(split):
-                    missing = "BW" if not any(split) else ("B" if not split[0] else "W")
-                    raise ScheduleError(f"{Op(missing, q, k, i).describe()} is missing")
+                here = {kind for kind in allowed if Op(kind, q, k, i) in seen}
+                if here in options:
+                    continue
+                holding = [way for way in options if here <= way]
+                if not holding:  # parts of two ways: name what the fullest one leaves over
+                    way = max(options, key=lambda w: len(here & w))
+                    extra = next(kind for kind in allowed if kind in here - way)
+                    every_way = options[0].intersection(*options[1:])  # F
+                    others = " and ".join(kind for kind in allowed if kind in (here & way) - every_way)
+                    one_way = " or ".join(", ".join(w) for w in ways(split))
+                    raise ScheduleError(f"{Op(extra, q, k, i).describe()} also has {others}: a microbatch runs "
+                                        f"through a stage one way ({one_way})")
+                way = max(holding, key=lambda w: len(here & w))  # the first of equals: the fused way
+                missing = next(kind for kind in allowed if kind in way - here)
+                raise ScheduleError(f"{Op(missing, q, k, i).describe()} is missing")
 
 
 def time_orders(

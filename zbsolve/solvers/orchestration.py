@@ -117,7 +117,7 @@ def solve(
     graph = OpGraph(problem)
     data = build_view(graph, problem.split_backward, problem.objective)
     progress = _timed_from(began, progress)
-    settings = RunSettings(time_limit=time_limit, workers=workers, seed=seed, progress=progress,
+    settings = RunSettings(limit=time_limit, workers=workers, seed=seed, progress=progress,
                            deterministic=runs_deterministic(workers, deterministic))
     state = SearchState(data)
     if stop is not None:
@@ -149,7 +149,7 @@ def solve(
         state.take_incumbent(-(-graph.ticks(warm.value) // data.unit))
     budget = settings
     if not settings.deterministic:  # the limit covers the whole solve, starting schedules included
-        budget = replace(settings, time_limit=max(MIN_BACKEND_S, time_limit - (time.monotonic() - began)))
+        budget = replace(settings, limit=max(MIN_BACKEND_S, time_limit - (time.monotonic() - began)))
     # A backend with no work measure is held to the clock even when deterministic.
     clocked = not settings.deterministic or not backend.work_limited
     result = run_in_thread(backend.run, data, budget, state, clocked)
@@ -179,21 +179,22 @@ def _finish(problem, graph, data, settings: RunSettings, state: SearchState, sol
     # single-worker run cannot reproduce: leave it out.
     wall = None if settings.deterministic else round(time.monotonic() - began, 3)
     info = SolverInfo(solver, result.status.value, wall_time_s=wall,
-                      time_limit_s=settings.time_limit, message=result.message)
+                      time_limit_s=settings.limit, message=result.message)
     if result.status == Status.INFEASIBLE:
         raise InfeasibleError(f"{solver} proved that no schedule fits the memory limit "
                               f"{_limit_text(problem)}")
     if result.starts is None:  # interrupted, proven by the bound, or nothing found in time
+        within = settings.limit_text(registry.get(solver).work_limited)
         if warm is None:
             reason = (
                 "interrupted before" if result.interrupted
-                else f"no schedule found within {settings.time_limit:g} s by"
+                else f"no schedule found within {within} by"
             )
             raise SolverError(f"{reason} {solver}; try a longer --time-limit or a looser --memory")
         if result.status == Status.UNKNOWN and not result.interrupted:
             # The model found nothing in time (very large instances): the starting schedule
             # is still a validated answer, just not an improved or proven one.
-            why = "" if result.message else f"{solver} found no schedule within {settings.time_limit:g} s: "
+            why = "" if result.message else f"{solver} found no schedule within {within}: "
             result = replace(result, status=Status.FEASIBLE, message=joined_notes(
                 result.message, f"{why}the starting schedule ({warm.name}) is returned"))
             info = replace(info, message=result.message)

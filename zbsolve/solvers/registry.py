@@ -30,7 +30,7 @@ class Backend:
 
     1. Stop: when `state.stop` is set it returns soon (CP-SAT and CBC within a second or so of
        their next check), with `interrupted` True unless it had already proven its answer.
-    2. Limits: `settings.time_limit` is seconds of wall clock, or, where `work_limited` and
+    2. Limits: `settings.limit` is seconds of wall clock, or, where `work_limited` and
        `settings.deterministic`, units of its own work measure, so that a run repeats; a
        backend with no work measure keeps to the clock (the runner leaves it behind
        `OVERRUN_GRACE_S` past the limit).

@@ -37,7 +37,7 @@ def run_in_thread(backend: Run, data: ProblemView, settings: RunSettings, state:
     overran = False
     while worker.is_alive():
         worker.join(timeout=0.1)
-        if clocked and time.monotonic() - began > settings.time_limit + OVERRUN_GRACE_S:
+        if clocked and time.monotonic() - began > settings.limit + OVERRUN_GRACE_S:
             overran = not state.stop.is_set()  # a user's interrupt is not an overrun
             state.stop.set()
             worker.join(timeout=0.5)
@@ -53,7 +53,7 @@ def run_in_thread(backend: Run, data: ProblemView, settings: RunSettings, state:
 
 
 def _late(settings: RunSettings) -> str:
-    return f"the search did not stop within {OVERRUN_GRACE_S:g} s of its {settings.time_limit:.3g} s limit"
+    return f"the search did not stop within {OVERRUN_GRACE_S:g} s of its {settings.limit:.3g} s limit"
 
 
 def _left_behind(settings: RunSettings, state: SearchState, wall: float, interrupted: bool) -> BackendResult:

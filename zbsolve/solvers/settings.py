@@ -16,11 +16,18 @@ MAX_SEED = 2**31 - 1  # CP-SAT's random_seed is a 32-bit integer
 
 @dataclass(frozen=True)
 class RunSettings:
-    time_limit: float = 60.0  # seconds, or work units for a deterministic backend
+    """`limit` counts seconds of wall clock, or, when `deterministic`, the work units of a
+    backend that measures its work (CP-SAT's deterministic time; `Backend.work_limited`)."""
+
+    limit: float = 60.0
     workers: int = 1
     seed: int = 0
     deterministic: bool = False  # limited by a work measure instead of the clock, so a run repeats
     progress: Progress | None = None
+
+    def limit_text(self, work_limited: bool) -> str:
+        """The limit with its unit, for a backend that does (or does not) measure its work."""
+        return f"{self.limit:g} work units" if self.deterministic and work_limited else f"{self.limit:g} s"
 
 
 def runs_deterministic(workers: int, deterministic: bool | None) -> bool:

@@ -44,8 +44,8 @@ def starter_schedule(graph: OpGraph, data: ProblemView, settings: RunSettings, s
     starter = registry.starter()
     if starter is None:
         return None
-    share = max(0.1 * settings.time_limit, min(LIST_LEAST_S, 0.5 * settings.time_limit))
-    result = starter.run(data, replace(settings, time_limit=share, progress=None), state)
+    share = max(0.1 * settings.limit, min(LIST_LEAST_S, 0.5 * settings.limit))
+    result = starter.run(data, replace(settings, limit=share, progress=None), state)
     if result.starts is None:
         return None
     schedule = retimed(graph, data, result, starter.name)

@@ -57,9 +57,9 @@ def test_re_timing_a_spread_out_dualpipe_schedule_keeps_its_pairs_order_and_vali
 def windows_after_mirrored(data, seconds=1.0):
     """A short mirror-image search, then pair window search from its schedule: the starting
     (starts, ends, pairs) in solver units and what the search returned."""
-    settings, state = RunSettings(time_limit=2.0, workers=2), SearchState(data)
+    settings, state = RunSettings(limit=2.0, workers=2), SearchState(data)
     # work-limited, so that a loaded machine cannot cut it before its first schedule
-    first = cpsat_strategy._search_mirrored(data, RunSettings(time_limit=2.0, deterministic=True), state, 0.5)
+    first = cpsat_strategy._search_mirrored(data, RunSettings(limit=2.0, deterministic=True), state, 0.5)
     if first.status != "feasible":
         return None  # a problem with schedules may have no mirror image among them (a memory limit)
     begun = pair_window.compressed(data, first.starts, set(first.pairs))

@@ -22,7 +22,7 @@ def list_start(problem):
     """The solver's view of the problem and the list scheduler's schedule of it."""
     graph = OpGraph(problem)
     data = build_view(graph, problem.split_backward, problem.objective)
-    return graph, data, solve_list(data, RunSettings(time_limit=2.0, deterministic=True), SearchState(data))
+    return graph, data, solve_list(data, RunSettings(limit=2.0, deterministic=True), SearchState(data))
 
 
 def start_and_search(problem, seconds=1.0):

@@ -24,7 +24,7 @@ from zbsolve.solvers.view import build_view
 def list_schedule(problem):
     graph = OpGraph(problem)
     data = build_view(graph, problem.split_backward, problem.objective)
-    result = solve_list(data, RunSettings(time_limit=60.0, deterministic=True), SearchState(data))
+    result = solve_list(data, RunSettings(limit=60.0, deterministic=True), SearchState(data))
     assert result.starts is not None, result.message
     schedule = simulate(graph, device_orders(result, data), "list")
     assert schedule.value <= data.value(result.objective) + 1e-9  # re-timing never delays an op
@@ -180,13 +180,13 @@ def test_a_device_waits_for_a_pair_partner_when_the_pair_still_ends_first(monkey
     1069.361, with more pairs."""
     problem = paired_profile_problem("zb-1.5b", 36.756)
     data = build_view(OpGraph(problem), problem.split_backward, problem.objective)
-    result = solve_list(data, RunSettings(time_limit=60.0, deterministic=True), SearchState(data))
+    result = solve_list(data, RunSettings(limit=60.0, deterministic=True), SearchState(data))
     assert data.value(result.objective) == pytest.approx(1069.361)
     assert len(result.pairs) == 68
     assert list_schedule(problem).value == pytest.approx(1069.361)
     assert run_baseline("dualpipe", problem).value == pytest.approx(1092.687)
     monkeypatch.setattr(listsched.ListRun, "_partner_worth_waiting_for", lambda *args: None)
-    result = solve_list(data, RunSettings(time_limit=60.0, deterministic=True), SearchState(data))
+    result = solve_list(data, RunSettings(limit=60.0, deterministic=True), SearchState(data))
     assert data.value(result.objective) == pytest.approx(1104.915)
     assert len(result.pairs) == 42
 

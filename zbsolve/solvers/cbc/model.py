@@ -22,6 +22,7 @@ import pulp
 
 from zbsolve.errors import UsageError
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import allocates
 from zbsolve.solvers.result import BackendResult, Status
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
@@ -108,7 +109,7 @@ class _Model:
         d = self.data
         for device, ops in enumerate(d.device_ops):
             for f in ops:
-                if f.kind != "F":
+                if not allocates(f.kind):  # memory only grows at such starts: the limit holds there
                     continue
                 level = d.memory_effect[f][0]
                 for g in ops:
@@ -208,7 +209,7 @@ def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState) -> B
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             command = pulp.PULP_CBC_CMD(
-                msg=False, timeLimit=max(1, round(settings.time_limit)), threads=int(settings.workers),
+                msg=False, timeLimit=max(1, round(settings.limit)), threads=int(settings.workers),
                 warmStart=warm, logPath=log_path, options=[f"randomCbcSeed {cbc_seed}"],
             )
             command.tmpDir = workdir.name

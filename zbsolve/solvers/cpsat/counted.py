@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import allocates, frees
 from zbsolve.solvers.view import ProblemView
 
 from .hints import Derived, ended_by, started_before
@@ -66,8 +67,8 @@ def counted_terms(data: ProblemView) -> dict[Op, list[Term]]:
     order = _Order(data) if data.pair_duration is None and len(data.ops) <= EDGES_UP_TO_OPS else None
     terms: dict[Op, list[Term]] = {}
     for ops in data.device_ops:
-        forwards = [op for op in ops if op.kind == "F"]
-        releases = [op for op in ops if op.kind != "F" and data.memory_effect[op][1] > 0]
+        forwards = [op for op in ops if allocates(op.kind)]  # F: the kinds that take memory at their start
+        releases = [op for op in ops if frees(op.kind) and data.memory_effect[op][1] > 0]
         for x in forwards:
             found = [Term(f, data.memory_effect[f][0], _started(data, order, f, x))
                      for f in forwards if f != x and data.memory_effect[f][0] > 0]
@@ -87,7 +88,7 @@ def add_counted_memory(model: cp_model.CpModel, data: ProblemView, start: dict, 
                 continue
             y = term.op
             happened = model.new_bool_var(f"by{x}{y}")
-            if y.kind == "F":  # started strictly before x
+            if allocates(y.kind):  # started strictly before x
                 model.add(start[y] + 1 <= start[x]).OnlyEnforceIf(happened)
                 model.add(start[y] >= start[x]).OnlyEnforceIf(happened.Not())
                 derived.append((happened, started_before(y, x)))
@@ -104,8 +105,8 @@ def _undecided_count(data: ProblemView) -> int:
     """The Booleans when no term is decided (each F's own B and W end after it)."""
     total = 0
     for ops in data.device_ops:
-        forwards = sum(op.kind == "F" for op in ops)
-        releases = sum(op.kind != "F" and data.memory_effect[op][1] > 0 for op in ops)
+        forwards = sum(allocates(op.kind) for op in ops)
+        releases = sum(frees(op.kind) and data.memory_effect[op][1] > 0 for op in ops)
         total += forwards * max(0, forwards - 1 + releases) - releases
     return total
 
@@ -126,7 +127,7 @@ class _Order:
 
 
 def _own(release: Op, forward: Op) -> bool:
-    return release.with_kind("F") == forward
+    return release.with_kind(forward.kind) == forward
 
 
 def _started(data: ProblemView, order: _Order | None, f: Op, x: Op) -> bool | None:

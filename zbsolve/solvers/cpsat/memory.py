@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
+from zbsolve.problem.op_kinds import holds
 from zbsolve.solvers.view import ProblemView
 
 from .hints import Derived, lasting
@@ -12,23 +13,19 @@ from .hints import Derived, lasting
 
 def add_memory(model: cp_model.CpModel, data: ProblemView, start: dict, end: dict, derived: Derived,
                horizon: int, devices: list[int] | None = None) -> None:
-    """Activation held from F's start to B's end, residual until W's end (docs/design.md, "Memory"), on
-    `devices` (default: all; a relaxation may keep only some)."""
+    """Memory held as the op-kind table's holds say (activation from F's start to B's end,
+    residual until W's end; docs/design.md, "Memory"), on `devices` (default: all; a
+    relaxation may keep only some)."""
     H = horizon
+    kinds = holds(data.split)
     for d in range(len(data.device_ops)) if devices is None else devices:
         intervals, demands = [], []
         for op in data.device_ops[d]:
-            if op.kind != "F":
-                continue
-            activation, _ = data.memory_effect[op]
-            if data.split:
-                b = op.with_kind("B")
-                w = op.with_kind("W")
-                residual = data.memory_effect[w][1]
-                held = [(b, activation - residual), (w, residual)]
-            else:
-                held = [(op.with_kind("BW"), activation)]
-            for release, amount in held:
+            for hold in kinds:
+                if op.kind != hold.taken:
+                    continue
+                release = op.with_kind(hold.given)
+                amount = data.memory_effect[release][1]  # what it gives back: the hold's amount
                 if amount <= 0:
                     continue
                 size = model.new_int_var(0, H, f"m{op}{release.kind}")

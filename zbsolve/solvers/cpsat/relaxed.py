@@ -62,7 +62,7 @@ def eligible(data: ProblemView, settings: RunSettings, state: SearchState) -> bo
         return False
     if len(data.ops) <= UP_TO_OPS:
         return True
-    return (len(data.ops) <= LARGE_UP_TO_OPS and SHARE * settings.time_limit >= LARGE_BUDGET
+    return (len(data.ops) <= LARGE_UP_TO_OPS and SHARE * settings.limit >= LARGE_BUDGET
             and memory_bound_device(data, state) is not None)
 
 

@@ -44,9 +44,9 @@ def solve_cpsat(data: ProblemView, settings: RunSettings, state: SearchState) ->
     the device relaxations' bound phase runs, a short search of the whole model (small
     models, `_probe`), then the phase (`_raise_bound`)."""
     t0 = time.monotonic()
-    deadline = parameters.clock_deadline(settings.time_limit, data.pair_duration is not None)  # deterministic only
+    deadline = parameters.clock_deadline(settings.limit, data.pair_duration is not None)  # deterministic only
     windows = not settings.deterministic and data.pair_duration is None and len(data.ops) >= WINDOW_FROM_OPS
-    limit = settings.time_limit * (1 - WINDOW_SHARE if windows else 1)
+    limit = settings.limit * (1 - WINDOW_SHARE if windows else 1)
     # Where window search runs, a mirrored phase did not help: window search takes its place.
     alone = data.pair_duration is not None and len(data.ops) >= mirror.ALONE_FROM_OPS
     small = len(data.ops) <= PROBE_UP_TO_OPS and relaxed.eligible(data, settings, state)
@@ -103,7 +103,7 @@ def solve_cpsat(data: ProblemView, settings: RunSettings, state: SearchState) ->
         # What the mirrored model proved holds only among mirror images: never `optimal`.
         starts, value, chosen, status = mirrored.starts, mirrored.objective, mirrored.pairs, Status.FEASIBLE
         message = joined_notes(MIRRORED_BEST, message)
-    left = settings.time_limit - (time.monotonic() - t0)
+    left = settings.limit - (time.monotonic() - t0)
     origin = starts or state.hint
     if windows and code != cp_model.OPTIMAL and origin and not state.stop.is_set() and left > 1.0:
         def better(found: dict, found_value: int) -> None:
@@ -132,7 +132,7 @@ def _probe(data: ProblemView, settings: RunSettings, state: SearchState, t0: flo
     proven within it. Its result (proven, or a schedule better than the starting one, which
     then hints what follows) or None, and the share of the limit it spent."""
     model, start, pairs = _hinted_model(data, state)
-    solver = parameters.solver_for(data, settings, PROBE_SHARE * settings.time_limit, deadline)
+    solver = parameters.solver_for(data, settings, PROBE_SHARE * settings.limit, deadline)
     code = search.run(state, solver, model, search.Progress(data, settings, state, start, pairs, t0=t0))
     spent = parameters.spent(settings, solver)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -166,7 +166,7 @@ def _raise_bound(data: ProblemView, settings: RunSettings, state: SearchState, t
         if settings.progress:
             settings.progress(None, data.value(proven), time.monotonic() - t0)
 
-    proven, device, spent = relaxed.raise_bound(data, state, relaxed.SHARE * settings.time_limit, ask, progress)
+    proven, device, spent = relaxed.raise_bound(data, state, relaxed.SHARE * settings.limit, ask, progress)
     if proven is None:
         return None, None, spent
     state.raise_bound(proven)

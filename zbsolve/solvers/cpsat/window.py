@@ -23,6 +23,7 @@ import time
 from ortools.sat.python import cp_model
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import holds
 from zbsolve.schedule.timing import earliest_times
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
@@ -203,16 +204,11 @@ def _memory(model, data: ProblemView, starts, chosen: set[Op], begin, end, low: 
     for d, ops in enumerate(data.device_ops):
         intervals, demands = [], []
         for f in ops:
-            if f.kind != "F":
-                continue
-            activation = data.memory_effect[f][0]
-            if data.split:
-                w = f.with_kind("W")
-                residual = data.memory_effect[w][1]
-                held = [(f.with_kind("B"), activation - residual), (w, residual)]
-            else:
-                held = [(f.with_kind("BW"), activation)]
-            for release, amount in held:
+            for hold in holds(data.split):  # as the op-kind table gives them (cpsat.memory)
+                if f.kind != hold.taken:
+                    continue
+                release = f.with_kind(hold.given)
+                amount = data.memory_effect[release][1]
                 if amount <= 0:
                     continue
                 moving = f in chosen or release in chosen

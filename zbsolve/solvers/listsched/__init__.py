@@ -118,8 +118,8 @@ def crowded(data: ProblemView, shared: Layout) -> bool:
 def _budget_spent(data: ProblemView, settings: RunSettings, tried: int, t0: float) -> bool:
     """Ops placed so far against the limit when deterministic, else the clock."""
     if settings.deterministic:
-        return tried * len(data.ops) > settings.time_limit * OPS_PER_SECOND
-    return time.monotonic() - t0 > settings.time_limit
+        return tried * len(data.ops) > settings.limit * OPS_PER_SECOND
+    return time.monotonic() - t0 > settings.limit
 
 
 def _holding(run: ListRun, data: ProblemView) -> str:

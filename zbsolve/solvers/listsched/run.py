@@ -7,11 +7,14 @@ import threading
 from dataclasses import dataclass
 
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.op_kinds import TABLE, allocates
 from zbsolve.solvers.view import ProblemView
 
 from .rules import Rule
 
-BACKWARD = ("B", "BW")
+# A microbatch leaves a device's in-flight count once the backwards that produce its input
+# gradient there (B or BW) have run.
+BACKWARD = tuple(row.kind.value for row in TABLE.values() if row.produces == "I")
 
 
 @dataclass
@@ -41,7 +44,7 @@ def layout(data: ProblemView) -> Layout:
     reserve: dict[tuple[int, int], int] = {}
     count: dict[tuple[int, int], int] = {}
     for op in data.ops:
-        if op.kind != "F" or op.microbatch != data.graph.problem.pipes[op.pipe].microbatches[0]:
+        if not allocates(op.kind) or op.microbatch != data.graph.problem.pipes[op.pipe].microbatches[0]:
             continue
         key = (data.graph.device(op), op.pipe)
         entry[key] = min(entry.get(key, op.stage), op.stage)
@@ -52,7 +55,7 @@ def layout(data: ProblemView) -> Layout:
     spare = [0] * len(data.device_ops)
     for op in data.ops:
         d = data.graph.device(op)
-        if op.kind == "F" and op.stage != entry[(d, op.pipe)]:
+        if allocates(op.kind) and op.stage != entry[(d, op.pipe)]:
             spare[d] = max(spare[d], data.memory_effect[op][0])
     places = [{m: n for n, m in enumerate(pipe.microbatches)} for pipe in data.graph.problem.pipes]
     entering = {op: places[op.pipe][op.microbatch] for op in data.ops if not data.predecessors[op]}
@@ -139,7 +142,7 @@ class ListRun:
         ready: list[tuple[int, Op]] = []
         for op in self._candidates(d):
             r = self._ready(op)
-            if r is None or (op.kind == "F" and not self._admissible(d, op)):
+            if r is None or (allocates(op.kind) and not self._admissible(d, op)):
                 continue
             ready.append((max(r, self.free[d]), op))
         if not ready:
@@ -259,13 +262,13 @@ class ListRun:
 
     def _account(self, d: int, op: Op) -> None:
         key = (d, op.pipe)
-        entering = op.kind == "F" and op.stage == self.layout.entry_stage[key]
+        entering = allocates(op.kind) and op.stage == self.layout.entry_stage[key]
         if self.across:
             if op in self.layout.entering:  # its activation on every device of the pipe, reserved at once
                 for (e, q), r in self.layout.reserve.items():
                     if q == op.pipe:
                         self.committed[e] += r
-        elif op.kind == "F" and not self.whole:
+        elif allocates(op.kind) and not self.whole:
             self.committed[d] += self.data.memory_effect[op][0]
         elif entering:  # the whole microbatch's activation here, reserved at once
             self.committed[d] += self.layout.reserve[key]
