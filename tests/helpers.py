@@ -1,6 +1,7 @@
 """Small builders and strategies shared by the tests."""
 
 import copy
+import socket
 from pathlib import Path
 
 from hypothesis import strategies as st
@@ -186,3 +187,10 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now, for a process group's rendezvous."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,13 +1,12 @@
 """Solved schedules executed for real: P processes, gloo, one training step, exact gradients."""
 
-import socket
 import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers import uniform  # noqa: E402
+from helpers import free_port, uniform  # noqa: E402
 from torch_worker import reference, run_rank  # noqa: E402
 
 from zbsolve.baselines import run_baseline  # noqa: E402
@@ -18,11 +17,6 @@ from zbsolve.solvers import solve  # noqa: E402
 
 DEADLINE_S = 120  # a schedule that deadlocks fails here instead of hanging CI
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_ranks(schedules, tmp_path) -> list[list[dict]]:

@@ -152,6 +152,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     to_stdout = args.output == "-"
+    if args.format == "torchtitan":
+        return _export_torchtitan(args)
     if not to_stdout:
         check_separate({"the schedule file": args.file}, {"-o": args.output})
         check_writable(args.output)
@@ -166,6 +168,21 @@ def run_export(args: argparse.Namespace) -> int:
     else:
         write_chrome_trace(schedule, args.output)
     print(f"wrote {args.output}")
+    return 0
+
+
+def _export_torchtitan(args: argparse.Namespace) -> int:
+    from zbsolve.formats.torchtitan import write_torchtitan
+
+    if args.output == "-":
+        raise UsageError("--format torchtitan writes two files: give -o a folder")
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise UsageError(f"-o {args.output}: --format torchtitan writes into a folder, and this is a file")
+    schedule = read_any(args.file, args)
+    validate(schedule)
+    csv_path, config = write_torchtitan(schedule, args.output, args.module_names, args.microbatch_size)
+    print(f"wrote {csv_path} and {config}: set these fields of torchtitan's parallelism and training config "
+          "(docs/runtime.md, \"Running in torchtitan\")")
     return 0
 
 
@@ -216,6 +233,7 @@ def run_profiles(args: argparse.Namespace) -> int:
         c = profile.costs if profile.costs is not None else None
         costs = (f"F {c.F:g} B {c.B:g} W {c.W:g} {profile.time_unit}, activation {c.activation:g} "
                  f"{profile.extra.get('memory_unit', 'units')}" if c is not None
+                 else f"{len(profile.layers)} layers (--partition)" if profile.layers is not None
                  else f"{len(profile.stage_costs or ())} per-stage records")
         ranks = f", P={profile.devices}" if profile.devices else ""
         print(f"{name:<20} {costs}{ranks}")
@@ -302,6 +320,14 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
     p = command("export", "convert a schedule file to another tool's format", run_export)
     p.add_argument("file", help=SCHEDULE_FILE_HELP)
     add_problem_options(p)
-    p.add_argument("--format", required=True, choices=("torch-csv", "chrome-trace"))
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write; - for standard output")
+    p.add_argument("--format", required=True, choices=("torch-csv", "chrome-trace", "torchtitan"),
+                   help="torchtitan: the compute_only CSV and torchtitan.json, the config fields torchtitan 0.3.0 "
+                        "reads, in the folder -o names")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the file to write (a folder for torchtitan); - for standard output")
+    p.add_argument("--module-names", metavar="NAMES",
+                   help="torchtitan: the model's modules, one entry per layer of the plan's partition, e.g. "
+                        "tok_embeddings,layers.{0..21},norm+lm_head (default: the names the profile gave)")
+    p.add_argument("--microbatch-size", type=int, default=1, metavar="N",
+                   help="torchtitan: samples per microbatch; the local batch is microbatches x N (default 1)")
 

@@ -10,6 +10,7 @@ import warnings
 from dataclasses import replace
 
 from zbsolve.errors import ProblemWarning, UsageError
+from zbsolve.problem import partition
 from zbsolve.problem.placements import (
     MEMORY_HELP,
     PLACEMENT_HELP,
@@ -21,6 +22,8 @@ from zbsolve.problem.placements import (
 )
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile, load_profile
+
+from .partition import add_partition_option, check_partition_options, layered_problem, split_from_args, stage_count
 
 # What `--placement auto` tries (cli/choices.py): each placement family once, interleaved at two chunks.
 AUTO_PLACEMENTS = ("single", "interleaved:2", "vshape", "bidirectional")
@@ -41,6 +44,7 @@ def add_problem_options(parser: argparse.ArgumentParser, several: bool = False) 
     group.add_argument("--memory", metavar="LIMIT",
                        help=f"per-device memory limit: {help_text(MEMORY_HELP)} (default none)")
     group.add_argument("--objective", default="makespan", choices=OBJECTIVES, help="what to minimise")
+    add_partition_option(group)
 
 
 def help_text(text: str) -> str:
@@ -158,6 +162,17 @@ def problem_from_args(args: argparse.Namespace, placement: str | None = None, sp
                       notes: bool = True) -> Problem:
     """The problem the options give; `placement` and `split_backward` in place of the options'
     (one of several a command solves), `notes` False where an earlier one said them."""
+    profile, common = problem_parts(args, placement, split_backward)
+    if profile is not None and profile.layers is not None:
+        stages = stage_count(common["placement"], common["devices"], common["microbatches"])
+        return layered_problem(args, profile, common, split_from_args(args, profile, stages))
+    return _problem(args, profile, common, notes)
+
+
+def problem_parts(args: argparse.Namespace, placement: str | None = None,
+                  split_backward: bool | None = None) -> tuple[Profile | None, dict]:
+    """The profile and what build_problem takes, the costs apart (`rank_costs` where the profile
+    gives per-rank costs; a layered profile's come from a partition)."""
     placement = args.placement if placement is None else placement
     split = (not args.no_split_backward) if split_backward is None else split_backward
     check_cost_flags(args)
@@ -174,22 +189,37 @@ def problem_from_args(args: argparse.Namespace, placement: str | None = None, sp
     if microbatches < 1:
         raise UsageError(f"--microbatches must be >= 1, got {microbatches}")
     check_shape(parse_placement(placement), devices, microbatches, split)
-    rank_costs = rank_costs_from_args(args, profile, profile.rank_costs(devices) if profile else None, devices)
-    comm = comm_from_args(args, profile)
-    memory = args.memory if args.memory is not None else (profile.memory if profile else None)
+    check_partition_options(args, profile)
+    layered = profile is not None and profile.layers is not None
+    rank_costs = None if layered else rank_costs_from_args(
+        args, profile, profile.rank_costs(devices) if profile else None, devices)
+    if profile is not None and profile.layers is not None:  # a share of F + B: of the even split's stages
+        even = partition.stage_costs(profile.layers, partition.even_split(
+            profile.layers, stage_count(placement, devices, microbatches)))
+        given = parse_fb_overlap(args.fb_overlap)
+        fb_overlap = given[1] if given and given[0] == "time" else (
+            None if given is None else overlap_from_fraction(given[1], even))
+    else:
+        assert rank_costs is not None
+        fb_overlap = fb_overlap_for(args.fb_overlap, placement, rank_costs)
+    return profile, dict(
+        devices=devices, microbatches=microbatches, rank_costs=rank_costs,
+        placement=placement, comm=comm_from_args(args, profile),
+        memory=args.memory if args.memory is not None else (profile.memory if profile else None),
+        split_backward=split, fb_overlap=fb_overlap, objective=args.objective,
+        time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
+        memory_unit_name=memory_unit_from_args(args, profile),
+        op_overhead=profile.op_overhead if profile else 0.0,
+    )
+
+
+def _problem(args: argparse.Namespace, profile: Profile | None, common: dict, notes: bool) -> Problem:
+    devices = common["devices"]
+    options = {k: v for k, v in common.items() if k not in ("devices", "microbatches", "rank_costs")}
     with warnings.catch_warnings():  # said below, naming the option as typed
         warnings.simplefilter("ignore", ProblemWarning)
-        problem = build_problem(
-            devices, microbatches, rank_costs,
-            placement=placement, comm=comm, memory=memory,
-            split_backward=split,
-            fb_overlap=fb_overlap_for(args.fb_overlap, placement, rank_costs),
-            objective=args.objective,
-            time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
-            memory_unit_name=memory_unit_from_args(args, profile),
-            first_stage=first_stage_from_args(args, profile),
-            op_overhead=profile.op_overhead if profile else 0.0,
-        )
+        problem = build_problem(devices, common["microbatches"], common["rank_costs"],
+                                first_stage=first_stage_from_args(args, profile), **options)
     if profile is not None:
         problem = replace(problem, profile=profile.fingerprint)
     warning = problem.overlap_warning("--fb-overlap")

@@ -35,7 +35,9 @@ def describe_problem(problem: Problem, placement_text: str | None = None) -> str
     cost_text = (
         f"F={c.F:g} B={c.B:g} W={c.W:g}{'' if c.fused is None else f' BW={c.fused:g}'} activation={c.activation:g} "
         f"residual={c.residual:g} per stage"
-        if uniform else f"{len(costs)} per-stage cost records"
+        if uniform and problem.partition is None
+        else f"layers per stage {','.join(map(str, problem.partition))}" if problem.partition is not None
+        else f"{len(costs)} per-stage cost records"
     )
     if problem.memory_limit is None:
         memory = "memory unlimited"

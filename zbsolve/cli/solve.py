@@ -210,6 +210,10 @@ def add_least_memory_option(parser: argparse.ArgumentParser) -> None:
 
 def run_solve(args: argparse.Namespace) -> int:
     check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
+    from .solve_partition import asks_auto, run_partition_solve  # it builds on this module
+
+    if asks_auto(args):
+        return run_partition_solve(args)
     choices = choices_from_args(args, "solve", solving=True)
     if len(choices) > 1:
         return _solve_choices(choices, args)

@@ -20,7 +20,8 @@ VERSION = 1
 COST_KEYS = ("F", "B", "W", "activation", "residual")
 FILE_KEYS = ("format", "version", "name", "problem", "devices", "metrics", "solver")
 PROBLEM_KEYS = ("devices", "microbatches", "time_unit", "placement", "split_backward", "fb_overlap", "comm",
-                "objective", "stage_costs", "pipes", "memory_limit", "memory_unit", "op_overhead", "profile")
+                "objective", "stage_costs", "pipes", "memory_limit", "memory_unit", "op_overhead", "profile",
+                "partition", "stage_modules")
 OP_KEYS = ("kind", "pipe", "stage", "microbatch", "start", "end", "overlap")
 METRIC_KEYS = ("makespan", "bubble_rate", "span", "span_bubble_rate", "busy", "peak_memory", "peak_memory_x")
 SOLVER_KEYS = ("name", "status", "objective", "bound", "gap", "wall_time_s", "time_limit_s", "message")
@@ -54,7 +55,9 @@ def problem_to_dict(problem: Problem) -> dict:
         "memory_limit": None if problem.memory_limit is None else list(problem.memory_limit),
     } | ({"memory_unit": problem.memory_unit_name} if problem.memory_unit_name else {}) \
       | ({"op_overhead": problem.op_overhead} if problem.op_overhead else {}) \
-      | ({"profile": problem.profile} if problem.profile else {})
+      | ({"profile": problem.profile} if problem.profile else {}) \
+      | ({"partition": list(problem.partition)} if problem.partition else {}) \
+      | ({"stage_modules": [list(m) for m in problem.stage_modules]} if problem.stage_modules else {})
 
 
 def schedule_to_dict(schedule: Schedule) -> dict:
@@ -204,6 +207,12 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
                                     "a string"),
             op_overhead=_number(data.get("op_overhead", 0.0), f"{where}.op_overhead"),
             profile=_typed(data.get("profile"), (str, type(None)), f"{where}.profile", "a string"),
+            partition=None if data.get("partition") is None else tuple(
+                _int(n, f"{where}.partition[]") for n in _list(data["partition"], f"{where}.partition")),
+            stage_modules=None if data.get("stage_modules") is None else tuple(
+                tuple(_typed(m, (str,), f"{where}.stage_modules[][]", "a string")
+                      for m in _list(names, f"{where}.stage_modules[]"))
+                for names in _list(data["stage_modules"], f"{where}.stage_modules")),
         )
     except ProblemError as error:
         raise ScheduleFileError(f"{where}: {error}") from None

@@ -182,12 +182,15 @@ def build_problem(
     memory_unit_name: str | None = None,
     first_stage: Mapping[str, float] | None = None,
     op_overhead: float = 0.0,
+    per_stage: bool = False,
 ) -> Problem:
     """Build a Problem from a named placement and one cost record per rank-stage.
 
     `rank_costs` is either one record used for every rank-stage or a list of P records.
     With V chunks per rank each chunk gets 1/V of its rank-stage's costs and memory;
-    `first_stage` and `op_overhead` as `costs_for` reads them.
+    `first_stage` and `op_overhead` as `costs_for` reads them. With `per_stage` the list
+    gives every stage its own record instead (V x P of them, in the pipe's stage order: a
+    layer partition's sums), and `first_stage` does not apply.
     """
     check_count("devices", devices)
     check_count("microbatches", microbatches)
@@ -195,7 +198,13 @@ def build_problem(
     check_shape(where, devices, microbatches, split_backward)
     if isinstance(rank_costs, StageCost):
         rank_costs = [rank_costs] * devices
-    if len(rank_costs) != devices:
+    pipes, records = build_pipes(where, devices, microbatches)
+    if per_stage:
+        if len(rank_costs) != records or first_stage:
+            raise ProblemError(f"per-stage costs give {len(rank_costs)} records for {records} stages"
+                               + (" and a first stage of their own" if first_stage else ""))
+        rank_costs = list(rank_costs)
+    elif len(rank_costs) != devices:
         raise ProblemError(
             f"stage costs give {len(rank_costs)} rank-stages for {devices} devices"
         )
@@ -205,9 +214,10 @@ def build_problem(
     overhead = finite(op_overhead)
     if overhead is None or overhead < 0:
         raise ProblemError(f"the per-op overhead must be a finite time >= 0, got {op_overhead!r}")
-    pipes, _ = build_pipes(where, devices, microbatches)
+    stage_costs = ([c.with_overhead(overhead) if overhead else c for c in checked] if per_stage
+                   else costs_for(where, checked, first_stage, overhead))
     common: dict[str, Any] = dict(
-        devices=devices, microbatches=microbatches, stage_costs=tuple(costs_for(where, checked, first_stage, overhead)),
+        devices=devices, microbatches=microbatches, stage_costs=tuple(stage_costs),
         pipes=pipes, comm=comm, split_backward=split_backward, fb_overlap=fb_overlap,
         objective=objective, time_unit=time_unit, placement=where.name, memory_unit_name=memory_unit_name,
         op_overhead=overhead,

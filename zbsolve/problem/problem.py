@@ -141,6 +141,26 @@ class Problem:
     op_overhead: float = field(default=0.0, compare=False)
     # the profile the costs came from, as `Profile.fingerprint` names it: a plan is run with its own
     profile: str | None = field(default=None, compare=False)
+    # where the costs are a profile's layers grouped into stages: layers per stage (in the order
+    # the stage costs are indexed) and the modules each stage holds (docs/design.md, "Layer partitions")
+    partition: tuple[int, ...] | None = field(default=None, compare=False)
+    stage_modules: tuple[tuple[str, ...], ...] | None = field(default=None, compare=False)
+
+    def _check_partition(self) -> None:
+        stages = len(self.stage_costs)
+        if self.partition is not None:
+            split = tuple(self.partition)
+            if len(split) != stages or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                                               for n in split):
+                raise ProblemError(f"partition must give at least one layer for each of {stages} stages, "
+                                   f"got {list(split)}")
+            object.__setattr__(self, "partition", split)
+        if self.stage_modules is not None:
+            modules = tuple(tuple(names) for names in self.stage_modules)
+            if len(modules) != stages or not all(names and all(isinstance(m, str) and m for m in names)
+                                                 for names in modules):
+                raise ProblemError(f"stage_modules must name the modules of each of {stages} stages")
+            object.__setattr__(self, "stage_modules", modules)
 
     def __post_init__(self) -> None:
         check_count("devices", self.devices)
@@ -171,6 +191,7 @@ class Problem:
             raise ProblemError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if not isinstance(self.split_backward, bool):
             raise ProblemError(f"split_backward must be true or false, got {self.split_backward!r}")
+        self._check_partition()
         unit = self.time_unit
         # it is printed in every table header and line: a newline or blank breaks them
         if not isinstance(unit, str) or not unit.strip() or not unit.isprintable() or len(unit) > TIME_UNIT_LENGTH:

@@ -1,11 +1,12 @@
 """Cost profiles, shipped (`zbsolve/models/*.json`) or the user's own: one cost record per
 rank-stage of the single placement.
 
-A profile gives either uniform `costs` (any number of ranks) or a list `stage_costs` of
-one record per rank-stage, plus optional `overrides` for single rank-stages (negative
-indices count from the last), `first_stage` for the pipe's first stage (on whatever rank
-and chunk it lies) and a runtime's `op_overhead` per op. Unknown keys are refused so a typo
-is never ignored.
+A profile gives either uniform `costs` (any number of ranks), a list `stage_costs` of
+one record per rank-stage, or a list `layers` of one record per layer (with its `name` and
+the `modules` a runtime gives it), which a partition groups into stages; plus optional
+`overrides` for single rank-stages (negative indices count from the last), `first_stage`
+for the pipe's first stage (on whatever rank and chunk it lies) and a runtime's
+`op_overhead` per op. Unknown keys are refused so a typo is never ignored.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from zbsolve.errors import ProfileError
+from zbsolve.problem import partition
+from zbsolve.problem.partition import Layer
 from zbsolve.problem.problem import StageCost, finite
 
 COST_KEYS = ("F", "B", "W", "activation", "residual", "BW")  # BW: a fused backward's own time, if not B + W
 PROFILE_KEYS = {
     "name", "source", "time_unit", "memory_unit", "devices", "microbatches", "comm", "memory",
     "costs", "stage_costs", "overrides", "first_stage", "op_overhead", "model", "notes", "measured",
-    "calibrated_from",
+    "calibrated_from", "layers",
 }
+LAYER_KEYS = ("name", "modules")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Profile:
     memory: str | float | None = None
     costs: StageCost | None = None
     stage_costs: tuple[StageCost, ...] | None = None
+    layers: tuple[Layer, ...] | None = None
     overrides: tuple[tuple[int, dict], ...] = ()
     first_stage: dict | None = None  # fields of the pipe's first stage, whose input needs no gradient
     op_overhead: float = 0.0  # the runtime's time per op, whatever the op holds
@@ -58,8 +63,10 @@ class Profile:
             records = list(self.stage_costs)
         elif self.costs is not None:
             records = [self.costs] * devices
+        elif self.layers is not None:  # where no partition is asked for: the even one
+            records = partition.stage_costs(self.layers, partition.even_split(self.layers, devices))
         else:
-            raise ProfileError(f"profile {self.name} gives neither costs nor stage_costs")
+            raise ProfileError(f"profile {self.name} gives no costs")
         for index, values in self.overrides:
             if not -devices <= index < devices:
                 raise ProfileError(
@@ -105,6 +112,28 @@ def _cost(record: Any, where: str) -> StageCost:
     return StageCost(**values)
 
 
+def _layers(records: Any, origin: str) -> tuple[Layer, ...]:
+    if not isinstance(records, list) or len(records) < 2:
+        raise ProfileError(f"{origin}: 'layers' must be a list of at least two per-layer records")
+    found, names = [], set()
+    for i, record in enumerate(records):
+        where = f"{origin}: layers[{i}]"
+        if not isinstance(record, dict):
+            raise ProfileError(f"{where} must be an object with a name and costs")
+        name = record.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ProfileError(f"{where}.name must be a non-empty string (its module name, e.g. layers.{i})")
+        if name in names:
+            raise ProfileError(f"{where}: the name {name!r} is given twice")
+        names.add(name)
+        modules = record.get("modules", [name])
+        if not isinstance(modules, list) or not modules or not all(isinstance(m, str) and m for m in modules):
+            raise ProfileError(f"{where}.modules must be a list of module names")
+        cost = _cost({k: v for k, v in record.items() if k not in LAYER_KEYS}, where)
+        found.append(Layer(name, tuple(modules), cost))
+    return tuple(found)
+
+
 def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
     if not isinstance(data, dict):
         raise ProfileError(f"{origin}: a profile is one JSON object")
@@ -114,8 +143,10 @@ def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
     for key in ("name", "source"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise ProfileError(f"{origin}: key {key!r} must be a non-empty string")
-    if ("costs" in data) == ("stage_costs" in data):
-        raise ProfileError(f"{origin}: give exactly one of 'costs' (uniform) or 'stage_costs' (per rank)")
+    if sum(key in data for key in ("costs", "stage_costs", "layers")) != 1:
+        raise ProfileError(f"{origin}: give exactly one of 'costs' (uniform), 'stage_costs' (per rank) or "
+                           "'layers' (per layer)")
+    layers = None if "layers" not in data else _layers(data["layers"], origin)
     stage_costs = None
     if "stage_costs" in data:
         if not isinstance(data["stage_costs"], list) or not data["stage_costs"]:
@@ -166,6 +197,7 @@ def profile_from_dict(data: Any, origin: str = "profile") -> Profile:
         memory=memory,
         costs=None if "costs" not in data else _cost(data["costs"], f"{origin}: costs"),
         stage_costs=stage_costs,
+        layers=layers,
         overrides=tuple(overrides),
         first_stage=first_stage,
         op_overhead=_number(data.get("op_overhead", 0.0), f"{origin}: op_overhead"),
