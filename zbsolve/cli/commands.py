@@ -46,6 +46,7 @@ from .solve import (
     solve_choices,
     solve_with_progress,
 )
+from .solve_partition import run_solve_command
 from .sweep import register_sweep
 from .table import comparison_table
 
@@ -252,7 +253,7 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
         return parser
 
 
-    register_solve(command)
+    register_solve(command, run_solve_command)
     register_sweep(command)
     register_run(command)
 

@@ -210,10 +210,6 @@ def add_least_memory_option(parser: argparse.ArgumentParser) -> None:
 
 def run_solve(args: argparse.Namespace) -> int:
     check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
-    from .solve_partition import asks_auto, run_partition_solve  # it builds on this module
-
-    if asks_auto(args):
-        return run_partition_solve(args)
     choices = choices_from_args(args, "solve", solving=True)
     if len(choices) > 1:
         return _solve_choices(choices, args)
@@ -291,8 +287,9 @@ def add_solver_options(parser: argparse.ArgumentParser, default_time: float) -> 
     group.add_argument("-q", "--quiet", action="store_true", help="no live progress on stderr")
 
 
-def register_solve(command) -> None:
-    p = command("solve", "find the best schedule for your problem with an integer program", run_solve)
+def register_solve(command, run=run_solve) -> None:
+    """`run`: what the command does (commands.py passes the one that also takes --partition auto)."""
+    p = command("solve", "find the best schedule for your problem with an integer program", run)
     add_problem_options(p, several=True)
     add_solver_options(p, 60.0)
     add_least_memory_option(p)

@@ -8,17 +8,25 @@ import argparse
 import signal
 
 from zbsolve.errors import SolverError, UsageError
-from zbsolve.solvers import check_solvable
+from zbsolve.solvers import check_solvable, check_solver_options
 
 from .choices import asked_placements
 from .options import problem_parts
 from .outputs import baseline_rows, check_outputs, print_comparison, write_outputs
 from .partition import layered_problem, partition_lines, solve_partitions
-from .solve import install_stop_handlers
+from .solve import install_stop_handlers, run_solve
 
 
 def asks_auto(args: argparse.Namespace) -> bool:
     return (getattr(args, "partition", None) or "").strip().lower() == "auto"
+
+
+def run_solve_command(args: argparse.Namespace) -> int:
+    """`zbsolve solve`: with --partition auto the split is chosen too."""
+    if not asks_auto(args):
+        return run_solve(args)
+    check_solver_options(args.solver, args.time_limit, args.workers, args.deterministic, args.seed)
+    return run_partition_solve(args)
 
 
 def run_partition_solve(args: argparse.Namespace) -> int:
