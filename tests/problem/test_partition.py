@@ -90,13 +90,30 @@ def test_no_split_bound_is_above_the_split_s_exact_optimum(layer_costs, placemen
         assert partition.split_bound(shape_of(problem), partition.stage_costs(layers, s)) <= optimum + 1e-6
 
 
-def test_the_least_bound_over_many_splits_is_the_average_load_off_the_chain(monkeypatch):
+def test_off_the_chain_many_splits_are_searched_then_bounded_by_the_average_load(monkeypatch):
     layers = layered(6)
     pipes, _ = build_pipes(parse_placement("vshape"), 2, 4)
     shape = Shape(2, tuple((tuple(s.device for s in p.stages), len(p.microbatches)) for p in pipes), 0.0, True)
     counted = partition.least_bound(shape, layers)
     monkeypatch.setattr(partition, "COUNT_SPLITS_UP_TO", 0)
-    average = partition.least_bound(shape, layers)
+    assert partition.least_bound(shape, layers) == pytest.approx(counted)  # the search
+    monkeypatch.setattr(partition, "SEARCH_STEPS", 1)
+    average = partition.least_bound(shape, layers)  # the search out of steps
     total = 4 * sum(layer.cost.F + layer.cost.B + layer.cost.W for layer in layers)
     assert average == pytest.approx(total / 2) and average <= counted
     assert math.isfinite(counted)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(costs, min_size=4, max_size=7), st.sampled_from(["vshape", "interleaved:2", "bidirectional"]),
+       st.booleans(), st.sampled_from([0.0, 0.25]))
+def test_the_least_bound_searched_equals_counting(layer_costs, placement, split, overhead):
+    layers = [Layer(f"l{i}", (f"l{i}",), StageCost(*c, 1.0, 0.5)) for i, c in enumerate(layer_costs)]
+    pipes, stages = build_pipes(parse_placement(placement), 2, 4)
+    if stages > len(layers):
+        return
+    shape = Shape(2, tuple((tuple(s.device for s in p.stages), len(p.microbatches)) for p in pipes), overhead, split)
+    counted = min(partition.split_bound(shape, partition.stage_costs(layers, s))
+                  for s in partition.every_split(len(layers), stages))
+    assert partition._least_by_search(shape, layers) == pytest.approx(counted)
+    assert partition._least_by_search(shape, layers, steps=1) is None  # out of steps: no answer, not a wrong one

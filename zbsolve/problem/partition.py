@@ -13,9 +13,11 @@ from itertools import combinations
 from zbsolve.errors import UsageError
 from zbsolve.problem.problem import StageCost
 
-# Splits counted one by one to find the least bound among them; above this, a weaker bound
-# that needs no count (the average device load).
+# Splits counted one by one to find the least bound among them; above this, on a single chain
+# a DP, elsewhere a branch and bound over the splits of at most this many steps, and past
+# that a weaker bound that needs no count (the average device load).
 COUNT_SPLITS_UP_TO = 200_000
+SEARCH_STEPS = 300_000
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,9 @@ def least_bound(shape: Shape, layers: Sequence[Layer]) -> float:
         return min(split_bound(shape, stage_costs(layers, s)) for s in every_split(len(layers), stages))
     if len(shape.pipes) == 1 and list(shape.pipes[0][0]) == list(range(shape.devices)):
         return _chain_least_bound(shape, layers)
+    found = _least_by_search(shape, layers)
+    if found is not None:
+        return found
     ops = 3 if shape.split_backward else 2
     total = sum(m * (sum(layer.cost.F + layer.cost.backward_time(shape.split_backward) for layer in layers)
                      + stages * ops * shape.op_overhead) for _, m in shape.pipes)
@@ -254,3 +259,54 @@ def _chain_least_bound(shape: Shape, layers: Sequence[Layer]) -> float:
                 value = max(best[k - 1][i], head + fb + max(w, tail))
                 best[k][j] = min(best[k][j], value)
     return best[stages][n]
+
+
+class _OutOfStepsError(Exception):
+    pass
+
+
+def _least_by_search(shape: Shape, layers: Sequence[Layer], steps: int | None = None) -> float | None:
+    """The least `split_bound` over every split by a depth-first search that gives stages their
+    layers in the pipe's order: each device's term only grows as stages are added (its head and
+    tail are set by its first stage, its loads only add), so a partial split whose largest term
+    reaches the best complete one found is cut. None when it needs more than `steps` steps."""
+    limit = SEARCH_STEPS if steps is None else steps
+    parts = [_parts(layer.cost, shape.split_backward, 0.0) for layer in layers]
+    pf, pb, pw = (_prefix([p[i] for p in parts]) for i in range(3))
+    o, n, S = shape.op_overhead, len(layers), shape.stages
+    w_overhead = o if shape.split_backward else 0.0
+    on = [[(devices[k], m) for devices, m in shape.pipes] for k in range(S)]
+    fb, w = [0.0] * shape.devices, [0.0] * shape.devices
+    head, tail = [math.inf] * shape.devices, [math.inf] * shape.devices
+    best = min(split_bound(shape, stage_costs(layers, s))
+               for s in (even_split(layers, S), balanced_split(layers, S, shape.split_backward)))
+    taken = 0
+
+    def step(k: int, start: int, current: float) -> None:
+        nonlocal best, taken
+        if k == S:
+            best = min(best, current)
+            return
+        for end in ([n] if k == S - 1 else range(start + 1, n - (S - k - 1) + 1)):
+            taken += 1
+            if taken > limit:
+                raise _OutOfStepsError
+            kept = [(d, fb[d], w[d], head[d], tail[d]) for d, _ in on[k]]
+            f, b = pf[end] - pf[start] + o, pb[end] - pb[start] + o
+            ww = pw[end] - pw[start] + w_overhead
+            for d, m in on[k]:
+                fb[d] += m * (f + b)
+                w[d] += m * ww
+                head[d] = min(head[d], pf[start] + k * o)
+                tail[d] = min(tail[d], pb[start] + k * o)
+            grown = max([current] + [head[d] + fb[d] + max(w[d], tail[d]) for d, _ in on[k]])
+            if grown < best:
+                step(k + 1, end, grown)
+            for d, a, c, h, t in reversed(kept):
+                fb[d], w[d], head[d], tail[d] = a, c, h, t
+
+    try:
+        step(0, 0, 0.0)
+    except _OutOfStepsError:
+        return None
+    return best
