@@ -49,7 +49,7 @@ def test_a_v_shape_at_half_memory_is_proven_at_the_plain_optimum():
     assert solved.metrics.makespan == pytest.approx(best)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(tiny_pair_problems())
 def test_an_optimal_status_with_pairs_matches_exhaustive_search(problem):
     # F&B pairs bring their own pruning (pair candidates by time window, memory edges kept

@@ -19,7 +19,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from zbsolve.problem.op_graph import Op
-from zbsolve.problem.op_kinds import producer
+from zbsolve.problem.op_kinds import allocates, producer
 
 from .fill import most_held
 from .paths import least_stays
@@ -38,7 +38,7 @@ def area_bound(data: ProblemView, ops: list[Op], floor: int = 0) -> int:
         return 0
     limit = data.limits[data.graph.device(ops[0])]
     backward = producer("I", data.split)
-    forwards = [op for op in ops if op.kind == "F" and data.memory_effect[op][0] > 0]
+    forwards = [op for op in ops if allocates(op.kind) and data.memory_effect[op][0] > 0]
     if not forwards or sum(data.memory_effect[f][0] for f in forwards) <= limit:
         return 0  # memory holds every stay at once: at most the longest stay, which the paths count
     limit = most_held(limit, [data.memory_effect[f][0] for f in forwards])

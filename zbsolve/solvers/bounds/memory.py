@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from zbsolve.problem.op_graph import Op
-from zbsolve.problem.op_kinds import producer
+from zbsolve.problem.op_kinds import TABLE, allocates, producer
 
 from .fill import most_fill, most_length
 from .paths import microbatch_reach
@@ -35,12 +35,12 @@ def warmup_idle(data: ProblemView, ops: list[Op], head: dict | None = None) -> i
     if data.memory_limit is None:
         return None
     head = head or data.head
-    backwards = [op for op in ops if op.kind in ("B", "BW")]
+    backwards = [op for op in ops if TABLE[op.kind].produces == "I"]
     if not backwards:
         return None
     first_backward = min(head[op] for op in backwards)
     room = data.limits[data.graph.device(ops[0])]
-    fits = most_length(room, [(data.memory_effect[op][0], data.duration[op], 1) for op in ops if op.kind == "F"])
+    fits = most_length(room, [(data.memory_effect[op][0], data.duration[op], 1) for op in ops if allocates(op.kind)])
     work = ops_work(data, ops)
     return first_backward + math.ceil(work - fits - 1e-9) - work
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zbsolve.problem.op_graph import Op
-from zbsolve.problem.op_kinds import producer
+from zbsolve.problem.op_kinds import allocates, producer
 
 from .jackson import jackson_jobs
 from .paths import least_stays
@@ -30,7 +30,7 @@ def stays_bound(data: ProblemView, ops: list[Op]) -> int:
     if data.memory_limit is None or not ops:
         return 0
     limit = data.limits[data.graph.device(ops[0])]
-    forwards = [op for op in ops if op.kind == "F" and 2 * data.memory_effect[op][0] > limit]
+    forwards = [op for op in ops if allocates(op.kind) and 2 * data.memory_effect[op][0] > limit]
     owners = {(f.pipe, f.microbatch) for f in forwards}
     if len(forwards) < 2 or len(owners) < len(forwards):
         return 0
