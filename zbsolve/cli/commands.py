@@ -187,6 +187,26 @@ def _export_torchtitan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile_per_layer(args: argparse.Namespace, shape, name: str) -> int:
+    from zbsolve.formats.atomic_files import write_atomic
+    from zbsolve.problem.profiles import profile_from_dict
+    from zbsolve.runtime.layer_profile import per_layer_document
+
+    if args.backward != "products" or args.probe_runtime:
+        raise UsageError("--per-layer times B and W split by hand (--backward products) and takes no "
+                         "--probe-runtime: torch's split and its runtime run whole stages")
+    document = per_layer_document(shape, args.vocab, args.device, name, args.repeats, args.dtype)
+    profile_from_dict(document, args.output)  # what we write must be what solve reads
+    write_atomic(args.output, json.dumps(document, indent=1) + "\n")
+    layers, unit = document["layers"], document["memory_unit"]
+    for layer in (layers[0], layers[1], layers[-1]):
+        print(f"{layer['name']:<16} F {layer['F']:.4g} ms, B {layer['B']:.4g} ms, W {layer['W']:.4g} ms, "
+              f"activation {layer['activation']:.4g} {unit}")
+    print(f"wrote {args.output}: {len(layers)} layers (the embedding, {shape.layers} alike, the head); "
+          "solve with --partition")
+    return 0
+
+
 def run_profile(args: argparse.Namespace) -> int:
     from zbsolve.formats.atomic_files import write_atomic
     from zbsolve.problem.profiles import profile_from_dict
@@ -199,6 +219,8 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     shape = shape_from(args)
     name = args.name or os.path.splitext(os.path.basename(args.output))[0]
+    if args.per_layer:
+        return _profile_per_layer(args, shape, name)
     probe: Callable[..., dict] | None = None
     if args.probe_runtime:
         from zbsolve.runtime.runtime_probe import probe_runtime
@@ -306,6 +328,11 @@ def register(sub: argparse._SubParsersAction, exit_codes: str) -> None:
                         "torch.distributed.pipelining on 2 CPU ranks (gloo, one thread each) and write the times "
                         "as the runtime ran them (each kind's run time over its time alone), the time it spends "
                         "between ops (op_overhead) and waiting for a neighbour beyond that (comm); a few seconds")
+    p.add_argument("--per-layer", action="store_true",
+                   help="write a profile that lists layers (for --partition): one GPT layer measured and given to "
+                        "each of --layers, the embedding and the LM head with its loss measured apart")
+    p.add_argument("--vocab", type=int, default=50257, metavar="V",
+                   help="vocabulary size, for --per-layer's embedding and head (default 50257, GPT-2's)")
     add_shape_options(p, " (required unless --from-run)")
     p.add_argument("--from-run", metavar="MEASURED", help="write the profile from a run's measured schedule "
                                                          "(zbsolve run -o) instead of measuring a stack")
