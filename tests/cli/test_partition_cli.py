@@ -70,6 +70,13 @@ def test_what_partition_refuses(tiny, capsys, words, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["compare", "baseline"])
+def test_auto_is_for_solve_only(tiny, capsys, command):
+    words = ["baseline", "1f1b"] if command == "baseline" else ["compare", "--no-solve"]
+    assert main([*words, "--profile", tiny, "--partition", "auto"]) == 2
+    assert f"use zbsolve solve; zbsolve {command} takes even" in capsys.readouterr().err
+
+
 def test_export_for_torchtitan_and_what_it_refuses(tiny, tmp_path, capsys):
     plan = str(tmp_path / "plan.json")
     assert main(["solve", "--profile", tiny, "--placement", "vshape", "--partition", "2,2,2,2", *QUICK,

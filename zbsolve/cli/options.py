@@ -165,7 +165,11 @@ def problem_from_args(args: argparse.Namespace, placement: str | None = None, sp
     profile, common = problem_parts(args, placement, split_backward)
     if profile is not None and profile.layers is not None:
         stages = stage_count(common["placement"], common["devices"], common["microbatches"])
-        return layered_problem(args, profile, common, split_from_args(args, profile, stages))
+        split = split_from_args(args, profile, stages)
+        if split is None:  # auto: solve runs it apart (cli/solve_partition.py); no other command chooses
+            raise UsageError(f"--partition auto chooses the split with a solve: use zbsolve solve; "
+                             f"zbsolve {args.command} takes even or layers per stage (N,N,...)")
+        return layered_problem(args, profile, common, split)
     return _problem(args, profile, common, notes)
 
 
