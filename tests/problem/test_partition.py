@@ -60,7 +60,7 @@ def test_neighbours_move_one_layer_across_one_boundary():
 costs = st.tuples(*(st.floats(0.25, 4.0) for _ in range(3))).map(lambda t: tuple(round(v * 4) / 4 for v in t))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(costs, min_size=3, max_size=6), st.integers(2, 3), st.integers(1, 4), st.booleans(),
        st.sampled_from([0.0, 0.25]))
 def test_the_least_bound_counted_equals_the_chain_dp(layer_costs, stages, M, split, overhead):
@@ -73,7 +73,7 @@ def test_the_least_bound_counted_equals_the_chain_dp(layer_costs, stages, M, spl
     assert partition._chain_least_bound(shape, layers) == pytest.approx(counted)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.lists(costs, min_size=3, max_size=5), st.sampled_from(["single", "vshape", "interleaved:2"]),
        st.integers(2, 3), st.booleans(), st.sampled_from([0.0, 0.25]), st.sampled_from([None, "1x"]))
 def test_no_split_bound_is_above_the_split_s_exact_optimum(layer_costs, placement, M, split, overhead, memory):
@@ -104,7 +104,7 @@ def test_off_the_chain_many_splits_are_searched_then_bounded_by_the_average_load
     assert math.isfinite(counted)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(costs, min_size=4, max_size=7), st.sampled_from(["vshape", "interleaved:2", "bidirectional"]),
        st.booleans(), st.sampled_from([0.0, 0.25]))
 def test_the_least_bound_searched_equals_counting(layer_costs, placement, split, overhead):

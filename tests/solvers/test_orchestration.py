@@ -364,7 +364,7 @@ def test_a_search_that_overruns_its_limit_is_left_behind(monkeypatch, behaviour)
     monkeypatch.setattr(runner, "OVERRUN_GRACE_S", 0.5)  # the wait is what is tested, not its length
     problem = uniform(4, 8, memory="1.5x", F=1, B=1.2, W=0.7, objective="span")
     began = time.monotonic()
-    solved = solve(problem, "cpsat", time_limit=2, workers=2)
+    solved = solve(problem, "cpsat", time_limit=1, workers=2)
     assert time.monotonic() - began < 25  # the backend, asleep for 30 s, was left behind
     validate(solved)
     assert solved.solver.status == "feasible"

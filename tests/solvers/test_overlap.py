@@ -67,7 +67,7 @@ TIGHT_FUSED_PAIRS = build_problem(2, 2, [StageCost(0.3, 0.1, 2.3, 4, 0), StageCo
                                   split_backward=False)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(tiny_pair_problems())
 @example(TIGHT_FUSED_PAIRS)
 def test_the_plain_model_with_pairs_meets_exhaustive_search(problem):

@@ -81,7 +81,7 @@ def mirrored_pair_problems(draw):
     )
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(mirrored_pair_problems())
 def test_pair_window_schedules_validate_and_are_no_worse(problem):
     assume(feasible(problem))

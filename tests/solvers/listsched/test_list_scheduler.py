@@ -31,7 +31,7 @@ def list_schedule(problem):
     return schedule
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(placed_problems(max_microbatches=6))
 def test_every_placement_gets_a_valid_list_schedule_within_memory(problem):
     if feasible(problem):
@@ -143,7 +143,7 @@ def test_a_tighter_limit_keeps_a_looser_v_from_crowding(monkeypatch):
     assert listed("0.75x").metrics.makespan == pytest.approx(1347.1645)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(placed_problems(max_microbatches=6, memory=False))
 def test_every_placement_gets_a_list_schedule_at_the_least_memory_that_admits_one(problem):
     # Two pipes at this limit cannot hold a microbatch of each on a device at once: passes
