@@ -42,10 +42,6 @@ def run_ranks(schedules, tmp_path) -> list[list[dict]]:
     return [[torch.load(tmp_path / f"rank{r}-{i}.pt") for r in range(P)] for i in range(len(schedules))]
 
 
-def check_trains_exactly(schedule, tmp_path) -> None:
-    check_results(schedule, run_ranks([schedule], tmp_path)[0])
-
-
 def check_results(schedule, results: list[dict]) -> None:
     """The ranks' losses and gradients are those of one process running the whole model."""
     M = schedule.problem.microbatches
@@ -69,16 +65,36 @@ SOLVED_CASES = [(4, "single", "1x"), (4, "single", "2x"), (4, "vshape", "1x"), (
                 (2, "vshape", "1x"), (2, "interleaved:2", "1.5x")]
 
 
+def dualpipev_pairs():
+    # DualPipeV: torch runs each OVERLAP_F_B action's forward, then its backward
+    return run_baseline("dualpipev", uniform(2, 4, placement="vshape", fb_overlap=1.5))
+
+
+def hand_built_chain():
+    # stages 0 and 2 on rank 1, stage 1 on rank 0: ranks are not in stage order
+    cost = StageCost(1.0, 1.0, 1.0, 1.0, 0.5)
+    chain = Pipe((Stage(1, 0), Stage(0, 0), Stage(1, 0)), (0, 1, 2))
+    return solve(Problem(devices=2, microbatches=3, stage_costs=(cost,), pipes=(chain,)), "cpsat",
+                 time_limit=5, workers=1)
+
+
+# Two-rank schedules beside the solved cases, run in the same launch
+OTHERS = {"f-and-b-pairs": dualpipev_pairs, "hand-built": hand_built_chain}
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> dict:
-    """Each solved case's schedule and what its ranks computed. The cases of one P share a
-    launch: each launch of P processes spends most of its time importing torch (about 7 s
-    for P=2 on 2 cores)."""
-    found = {}
+    """Each case's schedule and what its ranks computed. The cases of one P share a launch:
+    each launch of P processes spends most of its time importing torch (about 7 s for P=2 on
+    2 cores)."""
+    found: dict = {}
     for P in sorted({case[0] for case in SOLVED_CASES}):
-        cases = [case for case in SOLVED_CASES if case[0] == P]
+        cases: list = [case for case in SOLVED_CASES if case[0] == P]
         schedules = [solve(uniform(P, 2 * P, F=1, B=1.2, W=0.8, placement=placement, memory=memory), "cpsat",
                            time_limit=1, workers=1) for _, placement, memory in cases]  # any valid order will do
+        if P == 2:
+            cases += list(OTHERS)
+            schedules += [make() for make in OTHERS.values()]
         results = run_ranks(schedules, tmp_path_factory.mktemp(f"ranks{P}"))
         found.update(zip(cases, zip(schedules, results)))
     return found
@@ -89,19 +105,14 @@ def test_solved_schedule_trains_exactly_like_one_process(trained, case):
     check_results(*trained[case])
 
 
-def test_f_and_b_pairs_train_exactly(tmp_path):
-    # DualPipeV: torch runs each OVERLAP_F_B action's forward, then its backward
-    schedule = run_baseline("dualpipev", uniform(2, 4, placement="vshape", fb_overlap=1.5))
+def test_f_and_b_pairs_train_exactly(trained):
+    schedule, results = trained["f-and-b-pairs"]
     assert sum(t.overlap is not None for ops in schedule.devices for t in ops) == 12
-    check_trains_exactly(schedule, tmp_path)
+    check_results(schedule, results)
 
 
-def test_a_hand_built_chain_trains_exactly(tmp_path):
-    # stages 0 and 2 on rank 1, stage 1 on rank 0: ranks are not in stage order
-    cost = StageCost(1.0, 1.0, 1.0, 1.0, 0.5)
-    chain = Pipe((Stage(1, 0), Stage(0, 0), Stage(1, 0)), (0, 1, 2))
-    check_trains_exactly(solve(Problem(devices=2, microbatches=3, stage_costs=(cost,), pipes=(chain,)), "cpsat",
-                               time_limit=5, workers=1), tmp_path)
+def test_a_hand_built_chain_trains_exactly(trained):
+    check_results(*trained["hand-built"])
 
 
 def test_stages_that_do_not_match_the_placement_are_refused():
