@@ -62,6 +62,8 @@ def test_auto_answers_with_a_bound_over_every_split(tiny, tmp_path, capsys):
     (["--partition", "auto", "--fb-overlap", "3"], "does not take --fb-overlap"),
     (["--partition", "4,3,1"], "gives 3 stages; this placement has 2"),
     (["--F", "2"], "--F does not apply to a profile that lists layers"),
+    (["--partition", "auto", "--least-memory"], "does not take --least-memory"),
+    (["--partition", "auto", "--objective", "span"], "it takes --objective makespan"),
 ])
 def test_what_partition_refuses(tiny, capsys, words, message):
     words = [w if w != "PROFILE" else tiny for w in words]

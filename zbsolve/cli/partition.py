@@ -43,6 +43,8 @@ def check_partition_options(args: argparse.Namespace, profile: Profile | None) -
     given = [f"--{k}" for k in COST_FLAGS if getattr(args, k, None) is not None]
     if given:
         raise UsageError(f"{given[0]} does not apply to a profile that lists layers: its layers give the costs")
+    if text is not None and text.strip().lower() == "auto" and args.objective != "makespan":
+        raise UsageError("--partition auto bounds the makespan over every split; it takes --objective makespan")
     if text is not None and text.strip().lower() == "auto" and args.fb_overlap is not None:
         raise UsageError("--partition auto does not take --fb-overlap: its bound over every split counts each "
                          "op's own time, which an overlapped pair shortens")

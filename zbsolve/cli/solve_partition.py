@@ -30,6 +30,10 @@ def run_solve_command(args: argparse.Namespace) -> int:
 
 
 def run_partition_solve(args: argparse.Namespace) -> int:
+    for given, option in ((args.start, "--start"), (args.least_memory, "--least-memory")):
+        if given:
+            raise UsageError(f"--partition auto does not take {option}: each split is a problem of its own "
+                             "(solve the chosen split again with --partition N,N,... to use it)")
     placements, auto = asked_placements(args.placement)
     if auto or len(placements) != 1:
         raise UsageError("--partition auto chooses the split for one placement at a time: give one --placement "
