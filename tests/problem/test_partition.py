@@ -117,3 +117,21 @@ def test_the_least_bound_searched_equals_counting(layer_costs, placement, split,
                   for s in partition.every_split(len(layers), stages))
     assert partition._least_by_search(shape, layers) == pytest.approx(counted)
     assert partition._least_by_search(shape, layers, steps=1) is None  # out of steps: no answer, not a wrong one
+
+
+@pytest.mark.parametrize("layers, message", [
+    (5, "'layers' must be a list of at least two per-layer records"),
+    ([{"F": 1, "B": 1, "W": 1}, {"name": "b", "F": 1, "B": 1, "W": 1}], r"layers\[0\].name must be a non-empty"),
+    ([{"name": "a", "F": 1, "B": 1, "W": 1}] * 2, r"layers\[1\]: the name 'a' is given twice"),
+    ([{"name": "a", "modules": "a", "F": 1, "B": 1, "W": 1}, {"name": "b", "F": 1, "B": 1, "W": 1}],
+     r"layers\[0\].modules must be a list of module names"),
+    ([{"name": "a", "B": 1, "W": 1}, {"name": "b", "F": 1, "B": 1, "W": 1}], r"layers\[0\] is missing key 'F'"),
+    ([{"name": "a", "F": 1, "B": 1, "W": 1, "colour": 2}, {"name": "b", "F": 1, "B": 1, "W": 1}],
+     r"unknown key 'colour' \(allowed: B, BW, F, W, activation, modules, name, residual\)"),
+])
+def test_a_layer_list_that_is_not_one_is_refused_by_name(layers, message):
+    from zbsolve.errors import ProfileError
+    from zbsolve.problem.profiles import profile_from_dict
+
+    with pytest.raises(ProfileError, match=message):
+        profile_from_dict({"name": "x", "source": "s", "layers": layers})

@@ -120,6 +120,10 @@ def _layers(records: Any, origin: str) -> tuple[Layer, ...]:
         where = f"{origin}: layers[{i}]"
         if not isinstance(record, dict):
             raise ProfileError(f"{where} must be an object with a name and costs")
+        unknown = sorted(set(record) - set(COST_KEYS) - set(LAYER_KEYS))
+        if unknown:
+            raise ProfileError(f"{where} has unknown key {unknown[0]!r} (allowed: "
+                               f"{', '.join(sorted((*COST_KEYS, *LAYER_KEYS)))})")
         name = record.get("name")
         if not isinstance(name, str) or not name.strip():
             raise ProfileError(f"{where}.name must be a non-empty string (its module name, e.g. layers.{i})")
