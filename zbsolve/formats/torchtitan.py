@@ -96,5 +96,6 @@ def write_torchtitan(schedule: Schedule, folder: str | os.PathLike, module_names
     text = torch_csv(schedule)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(csv_path, text)
-    write_atomic(out / CONFIG_NAME, json.dumps(fragment, indent=1) + "\n")
-    return csv_path, out / CONFIG_NAME
+    config = (out / CONFIG_NAME).resolve()
+    write_atomic(config, json.dumps(fragment, indent=1) + "\n")
+    return csv_path, config
