@@ -55,3 +55,21 @@ def test_auto_equals_every_split_solved_to_optimality(devices, placement, count,
     assert all(partition.split_bound(shape_of(even), partition.stage_costs(layers, s))
                >= answer.best.schedule.value - 1e-9 for s in unsolved)
     assert math.isfinite(answer.bound)
+
+
+def test_a_search_stopped_before_its_first_solve_answers_without_a_schedule():
+    import threading
+
+    layers = layers_of(HEAVY_ENDS)
+    stop = threading.Event()
+    stop.set()
+
+    def problem_for(split):
+        return build_problem(2, 4, partition.stage_costs(layers, split), per_stage=True)
+
+    answer = search(layers, 2, problem_for, time_limit=10, workers=1, stop=stop)
+    assert answer.solved == [] and answer.best.schedule is None
+    # no split solved: the bound is the least split bound over every split
+    assert answer.bound == pytest.approx(min(partition.split_bound(shape_of(problem_for((3, 3))),
+                                                                   partition.stage_costs(layers, s))
+                                             for s in partition.every_split(len(layers), 2)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 
 from zbsolve.errors import SolverError, UsageError
 from zbsolve.solvers import check_solvable, check_solver_options
@@ -50,6 +51,9 @@ def run_partition_solve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # wrapping up: a second request must not cut the file
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     best = answer.best.schedule
+    if best is None and stop.is_set():
+        print("zbsolve solve: interrupted before any split had a schedule; nothing written", file=sys.stderr)
+        return 130
     if best is None:
         raise SolverError("no split of the layers has a schedule within the limits: try a longer --time-limit or "
                           "a looser --memory")

@@ -111,7 +111,7 @@ def search(layers: Sequence[Layer], stages: int, problem_for: Callable[[Split], 
         if not waiting or bound_of(waiting[0]) >= beaten:
             break  # every split left is pruned by its bound
         run("searched", waiting[0])
-    best = _best(order) or order[0]
+    best = _best(order) or (order[0] if order else Solved("even", named["even"], None, bound_of(named["even"])))
     bound, note = _bound_over_every_split(layers, shape, done, bounds, counted, total, best)
     return PartitionAnswer(best, [done[s] for s in dict.fromkeys(named.values()) if s in done], order,
                            bound, total, note)
