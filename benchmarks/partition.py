@@ -22,7 +22,6 @@ sys.path.insert(0, str(ROOT))
 
 from zbsolve.problem import partition  # noqa: E402
 from zbsolve.problem.partition import Layer  # noqa: E402
-from zbsolve.problem.placements import build_pipes, build_problem, parse_memory, parse_placement  # noqa: E402
 from zbsolve.problem.problem import StageCost  # noqa: E402
 from zbsolve.problem.profiles import load_profile  # noqa: E402
 from zbsolve.solvers.partition_search import search  # noqa: E402
@@ -41,17 +40,11 @@ def last_stage_heavy(devices: int, body: int = 32) -> list[Layer]:
 
 def run_case(layers: list[Layer], devices: int, microbatches: int, placement: str, memory: str, comm: float,
              limit: float) -> dict:
-    stages = build_pipes(parse_placement(placement), devices, microbatches)[1]
-
-    def build(split, amounts):
-        return build_problem(devices, microbatches, partition.stage_costs(layers, split), per_stage=True,
-                             placement=placement, comm=comm, memory=amounts)
-
+    stages = partition.stage_count(placement, devices, microbatches)
     even = partition.even_split(layers, stages)
-    amounts = parse_memory(memory, build(even, None))  # every split held to the even split's amounts
+    problems = partition.split_problems(layers, devices, microbatches, placement=placement, comm=comm, memory=memory)
     began = time.monotonic()
-    answer = search(layers, stages, lambda split: build(split, amounts), solver="cpsat", time_limit=limit,
-                    workers=1)
+    answer = search(layers, stages, problems, solver="cpsat", time_limit=limit, workers=1)
     took = time.monotonic() - began
     named = {s.name: s for s in answer.named}
     splits = partition.torchtitan_split(layers, stages), partition.balanced_split(layers, stages)

@@ -8,7 +8,7 @@ from exact_model import plain_optimum
 
 from zbsolve.problem import partition
 from zbsolve.problem.partition import Layer
-from zbsolve.problem.placements import build_pipes, build_problem, parse_placement
+from zbsolve.problem.placements import build_problem
 from zbsolve.problem.problem import StageCost
 from zbsolve.schedule.validator import validate
 from zbsolve.solvers.partition_search import search, shape_of
@@ -26,14 +26,9 @@ def layers_of(costs) -> list[Layer]:
 def test_auto_equals_every_split_solved_to_optimality(devices, placement, count, memory):
     layers = layers_of(HEAVY_ENDS[:count - 1] + HEAVY_ENDS[-1:])
     M = devices + (1 if devices == 2 else 0)
-    stages = build_pipes(parse_placement(placement), devices, M)[1]
-    even = build_problem(devices, M, partition.stage_costs(layers, partition.even_split(layers, stages)),
-                         per_stage=True, placement=placement, comm=0.25, memory=memory)
-    limit = even.memory_limit  # every split held to the same amounts, as the command holds them
-
-    def problem_for(split):
-        return build_problem(devices, M, partition.stage_costs(layers, split), per_stage=True,
-                             placement=placement, comm=0.25, memory=limit)
+    stages = partition.stage_count(placement, devices, M)
+    problem_for = partition.split_problems(layers, devices, M, placement=placement, comm=0.25, memory=memory)
+    even = problem_for(partition.even_split(layers, stages))
 
     optima = {}
     for split in partition.every_split(len(layers), stages):

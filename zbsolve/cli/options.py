@@ -23,7 +23,7 @@ from zbsolve.problem.placements import (
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile, load_profile
 
-from .partition import add_partition_option, check_partition_options, layered_problem, split_from_args, stage_count
+from .partition import add_partition_option, check_partition_options, layered_problem, split_from_args
 
 # What `--placement auto` tries (cli/choices.py): each placement family once, interleaved at two chunks.
 AUTO_PLACEMENTS = ("single", "interleaved:2", "vshape", "bidirectional")
@@ -164,12 +164,12 @@ def problem_from_args(args: argparse.Namespace, placement: str | None = None, sp
     (one of several a command solves), `notes` False where an earlier one said them."""
     profile, common = problem_parts(args, placement, split_backward)
     if profile is not None and profile.layers is not None:
-        stages = stage_count(common["placement"], common["devices"], common["microbatches"])
+        stages = partition.stage_count(common["placement"], common["devices"], common["microbatches"])
         split = split_from_args(args, profile, stages)
         if split is None:  # auto: solve runs it apart (cli/solve_partition.py); no other command chooses
             raise UsageError(f"--partition auto chooses the split with a solve: use zbsolve solve; "
                              f"zbsolve {args.command} takes even or layers per stage (N,N,...)")
-        return layered_problem(args, profile, common, split)
+        return layered_problem(profile, common, split)
     return _problem(args, profile, common, notes)
 
 
@@ -199,7 +199,7 @@ def problem_parts(args: argparse.Namespace, placement: str | None = None,
         args, profile, profile.rank_costs(devices) if profile else None, devices)
     if profile is not None and profile.layers is not None:  # a share of F + B: of the even split's stages
         even = partition.stage_costs(profile.layers, partition.even_split(
-            profile.layers, stage_count(placement, devices, microbatches)))
+            profile.layers, partition.stage_count(placement, devices, microbatches)))
         given = parse_fb_overlap(args.fb_overlap)
         fb_overlap = given[1] if given and given[0] == "time" else (
             None if given is None else overlap_from_fraction(given[1], even))

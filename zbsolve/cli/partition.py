@@ -7,12 +7,12 @@ import argparse
 import math
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
 
 from zbsolve.errors import ProblemWarning, UsageError
 from zbsolve.problem import partition
 from zbsolve.problem.partition import Split
-from zbsolve.problem.placements import build_pipes, build_problem, parse_memory, parse_placement
 from zbsolve.problem.problem import Problem
 from zbsolve.problem.profiles import Profile
 from zbsolve.solvers.partition_search import PartitionAnswer, search
@@ -24,13 +24,12 @@ PARTITION_HELP = ("which layers each stage holds, for a profile that lists layer
 COST_FLAGS = ("F", "B", "W", "activation", "residual")
 
 
+def asks_auto(args: argparse.Namespace) -> bool:
+    return (getattr(args, "partition", None) or "").strip().lower() == "auto"
+
+
 def add_partition_option(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--partition", metavar="auto|even|N,N,...", help=PARTITION_HELP)
-
-
-def stage_count(placement: str, devices: int, microbatches: int) -> int:
-    """How many stages (cost records) the placement has: P, V x P or 2P."""
-    return build_pipes(parse_placement(placement), devices, microbatches)[1]
 
 
 def check_partition_options(args: argparse.Namespace, profile: Profile | None) -> None:
@@ -43,9 +42,9 @@ def check_partition_options(args: argparse.Namespace, profile: Profile | None) -
     given = [f"--{k}" for k in COST_FLAGS if getattr(args, k, None) is not None]
     if given:
         raise UsageError(f"{given[0]} does not apply to a profile that lists layers: its layers give the costs")
-    if text is not None and text.strip().lower() == "auto" and args.objective != "makespan":
+    if asks_auto(args) and args.objective != "makespan":
         raise UsageError("--partition auto bounds the makespan over every split; it takes --objective makespan")
-    if text is not None and text.strip().lower() == "auto" and args.fb_overlap is not None:
+    if asks_auto(args) and args.fb_overlap is not None:
         raise UsageError("--partition auto does not take --fb-overlap: its bound over every split counts each "
                          "op's own time, which an overlapped pair shortens")
 
@@ -53,51 +52,51 @@ def check_partition_options(args: argparse.Namespace, profile: Profile | None) -
 def split_from_args(args: argparse.Namespace, profile: Profile, stages: int) -> Split | None:
     """The split `--partition` names; None for auto (the search chooses it)."""
     assert profile.layers is not None
-    text = (getattr(args, "partition", None) or "even").strip().lower()
-    if text == "auto":
+    if asks_auto(args):
         return None
+    text = (getattr(args, "partition", None) or "even").strip().lower()
     if text == "even":
         return partition.even_split(profile.layers, stages)
     return partition.parse_split(text, len(profile.layers), stages)
 
 
-def layered_problem(args: argparse.Namespace, profile: Profile, common: dict, split: Split | None) -> Problem:
-    """The problem of one split of the profile's layers; `split` None: the even one (auto's
-    first). A memory limit given as a multiple of U is resolved once, on the even split, so
-    that every split is held to the same amounts."""
+def layered_problems(profile: Profile, common: dict) -> Callable[[Split], Problem]:
+    """The problem of each split of the profile's layers (`partition.split_problems`: every
+    split held to the same memory), named by the profile."""
     layers = profile.layers
     assert layers is not None
-    placement, devices, microbatches = common["placement"], common["devices"], common["microbatches"]
-    stages = stage_count(placement, devices, microbatches)
-    even = partition.even_split(layers, stages)
-    chosen = even if split is None else split
-    options = {k: v for k, v in common.items() if k not in ("devices", "microbatches", "memory", "rank_costs")}
+    options = {k: v for k, v in common.items() if k not in ("devices", "microbatches", "rank_costs")}
+    with warnings.catch_warnings():  # said where the command builds its problem
+        warnings.simplefilter("ignore", ProblemWarning)
+        problems = partition.split_problems(layers, common["devices"], common["microbatches"], **options)
 
-    def build(split: Split, memory) -> Problem:
+    def problem_for(split: Split) -> Problem:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ProblemWarning)
-            return build_problem(devices, microbatches, partition.stage_costs(layers, split),
-                                 per_stage=True, memory=memory, **options)
+            return replace(problems(split), profile=profile.fingerprint)
 
-    memory = common["memory"]
-    if memory is not None:
-        memory = parse_memory(memory, build(even, None))
-    problem = build(chosen, memory)
-    return replace(problem, partition=chosen, stage_modules=partition.stage_modules(layers, chosen),
-                   profile=profile.fingerprint)
+    return problem_for
+
+
+def layered_problem(profile: Profile, common: dict, split: Split | None) -> Problem:
+    """The problem of one split of the profile's layers; `split` None: the even one (auto's first)."""
+    assert profile.layers is not None
+    stages = partition.stage_count(common["placement"], common["devices"], common["microbatches"])
+    chosen = partition.even_split(profile.layers, stages) if split is None else split
+    return layered_problems(profile, common)(chosen)
 
 
 def solve_partitions(args: argparse.Namespace, profile: Profile, common: dict, stop) -> PartitionAnswer:
     """`--partition auto`: the search, its progress said on stderr."""
     assert profile.layers is not None
-    stages = stage_count(common["placement"], common["devices"], common["microbatches"])
+    stages = partition.stage_count(common["placement"], common["devices"], common["microbatches"])
     quiet = getattr(args, "quiet", False)
 
     def said(line: str) -> None:
         if not quiet:
             print(f"zbsolve solve: {line}", file=sys.stderr)
 
-    return search(profile.layers, stages, lambda split: layered_problem(args, profile, common, split),
+    return search(profile.layers, stages, layered_problems(profile, common),
                   solver=args.solver, time_limit=args.time_limit, workers=args.workers, seed=args.seed,
                   deterministic=args.deterministic, stop=stop, heard=said)
 

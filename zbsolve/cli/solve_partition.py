@@ -14,12 +14,8 @@ from zbsolve.solvers import check_solvable, check_solver_options
 from .choices import asked_placements
 from .options import problem_parts
 from .outputs import baseline_rows, check_outputs, print_comparison, write_outputs
-from .partition import layered_problem, partition_lines, solve_partitions
+from .partition import asks_auto, layered_problem, partition_lines, solve_partitions
 from .solve import install_stop_handlers, run_solve
-
-
-def asks_auto(args: argparse.Namespace) -> bool:
-    return (getattr(args, "partition", None) or "").strip().lower() == "auto"
 
 
 def run_solve_command(args: argparse.Namespace) -> int:
@@ -42,7 +38,7 @@ def run_partition_solve(args: argparse.Namespace) -> int:
     profile, common = problem_parts(args, placements[0], not args.no_split_backward)
     if profile is None or profile.layers is None:
         raise UsageError("--partition needs a --profile that lists layers")
-    first = layered_problem(args, profile, common, None)
+    first = layered_problem(profile, common, None)
     check_solvable(first, args.solver)
     check_outputs(args, first)
     stop = install_stop_handlers()

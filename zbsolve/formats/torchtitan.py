@@ -12,6 +12,7 @@ from pathlib import Path
 from zbsolve.errors import ExportError
 from zbsolve.formats.atomic_files import write_atomic
 from zbsolve.formats.torch_csv import torch_csv
+from zbsolve.problem.partition import grouped
 from zbsolve.schedule.schedule import Schedule
 
 # torchtitan maps ranks to stages by the schedule it is named: ZBVZeroBubble and DualPipeV a
@@ -62,11 +63,7 @@ def stage_modules(schedule: Schedule, module_names: str | None = None) -> list[l
     if len(layers) != sum(problem.partition):
         raise ExportError(f"--module-names gives {len(layers)} layers; the plan's partition has "
                           f"{sum(problem.partition)}")
-    grouped, start = [], 0
-    for count in problem.partition:
-        grouped.append([m for layer in layers[start:start + count] for m in layer])
-        start += count
-    return grouped
+    return grouped(layers, problem.partition)
 
 
 def torchtitan_fragment(schedule: Schedule, csv_path: str, module_names: str | None = None,

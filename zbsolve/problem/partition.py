@@ -6,12 +6,16 @@ every split that needs no solve (docs/solving.md, "The bound over every split").
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from itertools import combinations
+from typing import Any, TypeVar
 
 from zbsolve.errors import UsageError
-from zbsolve.problem.problem import StageCost
+from zbsolve.problem.placements import build_pipes, build_problem, parse_memory, parse_placement
+from zbsolve.problem.problem import Problem, StageCost
+
+T = TypeVar("T")
 
 # Splits counted one by one to find the least bound among them; above this, on a single chain
 # a DP, elsewhere a branch and bound over the splits of at most this many steps, and past
@@ -46,12 +50,40 @@ def stage_costs(layers: Sequence[Layer], split: Split) -> list[StageCost]:
     return records
 
 
-def stage_modules(layers: Sequence[Layer], split: Split) -> tuple[tuple[str, ...], ...]:
+def grouped(items: Sequence[Sequence[T]], split: Split) -> list[list[T]]:
+    """Per-layer lists joined into per-stage ones: each stage's layers' items in order."""
     found, start = [], 0
     for count in split:
-        found.append(tuple(m for layer in layers[start:start + count] for m in layer.modules))
+        found.append([item for layer in items[start:start + count] for item in layer])
         start += count
-    return tuple(found)
+    return found
+
+
+def stage_modules(layers: Sequence[Layer], split: Split) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(m) for m in grouped([layer.modules for layer in layers], split))
+
+
+def stage_count(placement: str, devices: int, microbatches: int) -> int:
+    """How many stages (cost records) the placement has: P, V x P or 2P."""
+    return build_pipes(parse_placement(placement), devices, microbatches)[1]
+
+
+def split_problems(layers: Sequence[Layer], devices: int, microbatches: int, *, placement: str = "single",
+                   memory: str | float | Sequence[float] | None = None, **options: Any) -> Callable[[Split], Problem]:
+    """The problem of each split of `layers` over the placement's stages (`build_problem`'s
+    `options`), each carrying its split and its stages' modules. Every split is held to the
+    same memory: a limit given as a multiple of U is resolved once, on the even split's."""
+
+    def build(split: Split, amounts: Any) -> Problem:
+        problem = build_problem(devices, microbatches, stage_costs(layers, split), per_stage=True,
+                                placement=placement, memory=amounts, **options)
+        return replace(problem, partition=split, stage_modules=stage_modules(layers, split))
+
+    amounts = None
+    if memory is not None:
+        even = even_split(layers, stage_count(placement, devices, microbatches))
+        amounts = parse_memory(memory, build(even, None))
+    return lambda split: build(split, amounts)
 
 
 def parse_split(text: str, layers: int, stages: int) -> Split:

@@ -112,7 +112,7 @@ def search(layers: Sequence[Layer], stages: int, problem_for: Callable[[Split], 
             break  # every split left is pruned by its bound
         run("searched", waiting[0])
     best = _best(order) or (order[0] if order else Solved("even", named["even"], None, bound_of(named["even"])))
-    bound, note = _bound_over_every_split(layers, shape, done, bounds, counted, total, best)
+    bound, note = _bound_over_every_split(layers, shape, done, bound_of, counted, total)
     return PartitionAnswer(best, [done[s] for s in dict.fromkeys(named.values()) if s in done], order,
                            bound, total, note)
 
@@ -135,16 +135,14 @@ def _said(found: Solved, unit: str) -> str:
 
 
 def _bound_over_every_split(layers: Sequence[Layer], shape: Shape, done: dict[Split, Solved],
-                            bounds: dict[Split, float], counted: bool, total: int,
-                            best: Solved) -> tuple[float, str]:
+                            bound_of: Callable[[Split], float], counted: bool, total: int) -> tuple[float, str]:
     """The least of: each solved split's bound, and the split bound of every split not solved
     (each split's best makespan is at least one of these)."""
     solved = min((s.bound for s in done.values()), default=math.inf)
     if len(done) == total:
         return solved, f"every one of the {total} splits solved"
     if counted:
-        rest = min(partition.split_bound(shape, partition.stage_costs(layers, s))
-                   for s in partition.every_split(len(layers), shape.stages) if s not in done)
+        rest = min(bound_of(s) for s in partition.every_split(len(layers), shape.stages) if s not in done)
         return min(solved, rest), (f"{len(done)} of {total} splits solved, the rest bounded one by one "
                                    "(device load and the first forward's arrival)")
     rest = partition.least_bound(shape, layers)
