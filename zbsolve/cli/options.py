@@ -23,7 +23,7 @@ from zbsolve.problem.placements import (
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile, load_profile
 
-from .partition import add_partition_option, check_partition_options, layered_problem, split_from_args
+from .partition import COST_FLAGS, add_partition_option, check_partition_options, layered_problem, split_from_args
 
 # What `--placement auto` tries (cli/choices.py): each placement family once, interleaved at two chunks.
 AUTO_PLACEMENTS = ("single", "interleaved:2", "vshape", "bidirectional")
@@ -129,7 +129,7 @@ def rank_costs_from_args(args: argparse.Namespace, profile: Profile | None,
     """The profile's records per rank-stage (`base`), or unit costs, with the flags applied."""
     if base is None:
         base = [StageCost(1.0, 1.0, 1.0, 1.0, 0.5)] * devices
-    flags = {k: getattr(args, k) for k in ("F", "B", "W", "activation", "residual") if getattr(args, k) is not None}
+    flags = {k: getattr(args, k) for k in COST_FLAGS if getattr(args, k) is not None}
     if "activation" in flags and "residual" not in flags:
         flags["residual"] = 0.5 * flags["activation"]
     if "B" in flags or "W" in flags:
