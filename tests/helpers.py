@@ -1,6 +1,7 @@
 """Small builders and strategies shared by the tests."""
 
 import copy
+import json
 import socket
 from pathlib import Path
 
@@ -194,3 +195,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+LAYER = {"F": 2.0, "B": 2.0, "W": 1.0, "activation": 1.0, "residual": 0.5}
+
+
+def layered_profile(path: Path, body: int, head: float) -> str:
+    """A profile that lists layers: an embedding, `body` transformer layers (LAYER) and a head
+    with the norm, `head` times a layer's F, B and W; for two devices."""
+    layers = ([{"name": "tok_embeddings", "F": 0.1, "B": 0.0, "W": 0.1, "activation": 0.1, "residual": 0.0}]
+              + [{"name": f"layers.{i}", **LAYER} for i in range(body)]
+              + [{"name": "lm_head", "modules": ["norm", "lm_head"], "F": 2.0 * head, "B": 2.0 * head,
+                  "W": head, "activation": 2.0, "residual": 1.0}])
+    path.write_text(json.dumps({"name": path.stem, "source": "test", "devices": 2, "microbatches": 4 if body > 3 else 3,
+                                "layers": layers}))
+    return str(path)

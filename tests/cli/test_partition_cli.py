@@ -5,25 +5,18 @@ torchtitan`); what each refuses, by name."""
 import json
 
 import pytest
+from helpers import layered_profile
 
 from zbsolve.cli import main
 from zbsolve.formats.schedule_json import read_schedule
 from zbsolve.schedule.validator import validate
 
-LAYER = {"F": 2.0, "B": 2.0, "W": 1.0, "activation": 1.0, "residual": 0.5}
 QUICK = ["--time-limit", "2", "--workers", "1", "-q"]
 
 
 @pytest.fixture
 def tiny(tmp_path):
-    layers = ([{"name": "tok_embeddings", "F": 0.1, "B": 0.0, "W": 0.1, "activation": 0.1, "residual": 0.0}]
-              + [{"name": f"layers.{i}", **LAYER} for i in range(6)]
-              + [{"name": "lm_head", "modules": ["norm", "lm_head"], "F": 5.0, "B": 5.0, "W": 2.5,
-                  "activation": 2.0, "residual": 1.0}])
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps({"name": "tiny", "source": "test", "devices": 2, "microbatches": 4,
-                                "layers": layers}))
-    return str(path)
+    return layered_profile(tmp_path / "tiny.json", 6, 2.5)
 
 
 def test_even_split_and_a_given_one(tiny, tmp_path, capsys):

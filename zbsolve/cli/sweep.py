@@ -17,11 +17,13 @@ from zbsolve.solvers import check_solver_options
 from zbsolve.sweep.driver import Report, SolverSettings, default_jobs, run_sweep, store_settings
 from zbsolve.sweep.frontier import frontier, frontier_csv, frontier_json, frontier_table
 from zbsolve.sweep.grid import (
+    PARTITION_HELP,
     RANGE_HELP,
     cost_model,
     parse_counts,
     parse_list,
     parse_memory_grid,
+    parse_partition_grid,
     points,
     range_steps,
 )
@@ -36,6 +38,7 @@ from .options import (
     parse_fb_overlap,
     rank_costs_from_args,
 )
+from .partition import check_partition_options
 from .solve import add_solver_options
 
 PLACEMENTS = "single,interleaved:2,vshape,bidirectional"
@@ -54,6 +57,7 @@ def register_sweep(command) -> None:
                       help=f"per-device activation memory limits: {RANGE_HELP}, absolute amounts, or none "
                            "(default 0.5x:2x:4)")
     grid.add_argument("--objective", default="makespan", metavar="LIST", help="makespan, span or both")
+    grid.add_argument("--partition", metavar="LIST", help=PARTITION_HELP)
     add_cost_options(p.add_argument_group("costs"))
     add_solver_options(p, 30.0)
     out = p.add_argument_group("where it runs and what it writes")
@@ -144,6 +148,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.ray is not None:
         raise UsageError("--jobs is for local processes; with --ray the cluster decides")
     profile = load_profile(args.profile) if args.profile else None
+    check_partition_options(args, profile)
     stages = parse_counts(args.stages, "--stages") if args.stages else (
         [profile.devices] if profile and profile.devices else None)
     microbatches = parse_counts(args.microbatches, "--microbatches") if args.microbatches else (
@@ -169,7 +174,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         sys.stderr.write(f"zbsolve sweep: note: --memory {args.memory} gives {limits}, not {steps}: limits are "
                          "kept to four significant digits, and closer steps are one\n")
     grid = points(stages, parse_list(args.placements, "--placements"), microbatches,
-                  memories, parse_list(args.objective, "--objective"), costs)
+                  memories, parse_list(args.objective, "--objective"), costs,
+                  None if args.partition is None else parse_partition_grid(args.partition))
     _check_frontier_outputs(args, args.store)
     check_writable(args.store)
     settings = SolverSettings(args.solver, args.time_limit, args.workers, args.seed, args.deterministic)

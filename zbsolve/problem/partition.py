@@ -86,10 +86,10 @@ def split_problems(layers: Sequence[Layer], devices: int, microbatches: int, *, 
     return lambda split: build(split, amounts)
 
 
-def parse_split(text: str, layers: int, stages: int) -> Split:
-    """`N,N,...`: layers per stage, every stage at least one, all layers placed."""
+def parse_split(text: str, layers: int, stages: int, sep: str = ",") -> Split:
+    """`N,N,...` (`sep` between): layers per stage, every stage at least one, all layers placed."""
     try:
-        split = tuple(int(part) for part in text.split(","))
+        split = tuple(int(part) for part in text.split(sep))
     except ValueError:
         raise UsageError(f"--partition must be auto, even or layers per stage like 4,5,5,4; got {text!r}") from None
     if len(split) != stages:

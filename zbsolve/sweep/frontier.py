@@ -22,8 +22,9 @@ class FrontierPoint:
     gap: float | None
     status: str
     schedule_path: str | None
-    on_placement_frontier: bool = False
+    on_placement_frontier: bool = False  # on its series' frontier: its placement's, and partition's where they vary
     on_frontier: bool = False
+    partition: str | None = None  # the layer split asked for (a profile that lists layers)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,19 @@ class Frontier:
     memory_unit: str | None
 
     def placements(self) -> list[str]:
-        return list(dict.fromkeys(p.placement for p in self.points))
+        """The series: each placement, or each placement and partition where a sweep varied them."""
+        return list(dict.fromkeys(series(p, self.by_partition) for p in self.points))
+
+    def series_of(self, point: FrontierPoint) -> str:
+        return series(point, self.by_partition)
+
+    @property
+    def by_partition(self) -> bool:
+        return len({p.partition for p in self.points}) > 1
+
+
+def series(point: FrontierPoint, by_partition: bool) -> str:
+    return f"{point.placement} partition={point.partition}" if by_partition else point.placement
 
 
 def pareto(items: list, peak, value) -> set[int]:
@@ -56,11 +69,12 @@ def frontier(results: list[dict], settings: dict) -> Frontier:
     points = [FrontierPoint(r["placement"], r["devices"], r["microbatches"], r["memory"], r["objective"],
                             max(r["peak_memory"]), r["value"] * scale(r),
                             None if r["bound"] is None else r["bound"] * scale(r), r["gap"], r["status"],
-                            r["schedule_path"]) for r in solved]
+                            r["schedule_path"], partition=r.get("partition")) for r in solved]
     overall = pareto(points, lambda p: p.peak, lambda p: p.value)
     flags = [dict(on_frontier=i in overall) for i in range(len(points))]
-    for placement in dict.fromkeys(p.placement for p in points):
-        index = [i for i, p in enumerate(points) if p.placement == placement]
+    by_partition = len({p.partition for p in points}) > 1
+    for name in dict.fromkeys(series(p, by_partition) for p in points):
+        index = [i for i, p in enumerate(points) if series(p, by_partition) == name]
         for k in pareto([points[i] for i in index], lambda p: p.peak, lambda p: p.value):
             flags[index[k]]["on_placement_frontier"] = True
     points = [FrontierPoint(**{**asdict(p), **f}) for p, f in zip(points, flags)]
@@ -69,11 +83,12 @@ def frontier(results: list[dict], settings: dict) -> Frontier:
         own = [r for r in results if r["name"] == name and r["fits"]]
         for k in sorted(pareto(own, lambda r: max(r["peak_memory"]), lambda r: r["value"] * scale(r))):
             r = own[k]
-            baselines.append({"name": name, "placement": r["placement"], "devices": r["devices"],
+            baselines.append({"name": name, "placement": r["placement"], "partition": r.get("partition"),
+                              "devices": r["devices"],
                               "microbatches": r["microbatches"], "peak": max(r["peak_memory"]),
                               "value": r["value"] * scale(r)})
     costs = settings["costs"]
-    return Frontier(sorted(points, key=lambda p: (p.placement, p.peak, p.value)), baselines, per_mb,
+    return Frontier(sorted(points, key=lambda p: (series(p, by_partition), p.peak, p.value)), baselines, per_mb,
                     costs["time_unit"], costs.get("memory_unit"))
 
 
@@ -91,7 +106,7 @@ def frontier_table(f: Frontier) -> str:
     def block(title: str, chosen: list[FrontierPoint]) -> None:
         lines.append(title)
         header = ["placement", "P", "M", "limit", f"peak mem{_unit(f.memory_unit)}", what, "bound", "gap", "status"]
-        rows = [[p.placement, str(p.devices), str(p.microbatches), p.memory, f"{p.peak:.4g}", f"{p.value:.6g}",
+        rows = [[f.series_of(p), str(p.devices), str(p.microbatches), p.memory, f"{p.peak:.4g}", f"{p.value:.6g}",
                  "-" if p.bound is None else f"{p.bound:.6g}", "-" if p.gap is None else f"{100 * p.gap:.2f}%",
                  p.status] for p in chosen]
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
@@ -104,7 +119,7 @@ def frontier_table(f: Frontier) -> str:
           sorted((p for p in f.points if p.on_frontier), key=lambda p: p.peak))
     for placement in f.placements():
         block(f"Frontier of {placement}:",
-              sorted((p for p in f.points if p.placement == placement and p.on_placement_frontier),
+              sorted((p for p in f.points if f.series_of(p) == placement and p.on_placement_frontier),
                      key=lambda p: p.peak))
     lines.append("The bound is what any schedule of that point could reach at best: where it is below the "
                  "value, the frontier could still move by up to the gap.")

@@ -58,7 +58,7 @@ def plot_frontier(f: Frontier, path: str | os.PathLike) -> None:
     where = {id(p): xs[k] for k, p in enumerate(solved)}
     solved_handles: list = []  # a marker, and the line where there is one, per placement
     for k, placement in enumerate(f.placements()):
-        own = sorted((p for p in solved if p.placement == placement), key=lambda p: p.peak)
+        own = sorted((p for p in solved if f.series_of(p) == placement), key=lambda p: p.peak)
         if not own:
             continue
         colour, marker = colours[k % len(colours)], SOLVED_MARKERS[k % len(SOLVED_MARKERS)]

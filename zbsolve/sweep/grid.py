@@ -1,18 +1,25 @@
 """The points of a sweep: every combination of rank count, placement, microbatch count,
-memory limit and objective, each carrying the costs it is solved with (a point travels to
-another process or another machine alone)."""
+memory limit, objective and (for a profile that lists layers) partition, each carrying the
+costs it is solved with (a point travels to another process or another machine alone)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from itertools import product
 
 from zbsolve.errors import UsageError
+from zbsolve.problem import partition
+from zbsolve.problem.partition import Layer, Split
 from zbsolve.problem.placements import build_problem, check_shape, costs_for, overlap_from_fraction, parse_placement
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile
 
+NAMED_SPLITS = ("even", "torchtitan", "balanced")
+PARTITION_HELP = ("for a profile that lists layers: even (the default), torchtitan (first and last stage one layer "
+                  "less), balanced (stage times balanced), auto (chosen with the schedule, bounded over every "
+                  "split) or layers per stage written with / (4/5/5/4)")
 RANGE_HELP = "a list (0.5x,1x,2x) or a range FROM:TO:STEPS of relative limits (0.5x:2x:8, both ends included)"
 
 
@@ -62,10 +69,12 @@ class Point:
     microbatches: int
     memory: str
     objective: str
+    partition: str | None = None  # a profile that lists layers: a named split, auto or N/N/...
 
     @property
     def key(self) -> str:
-        return f"P={self.devices} {self.placement} M={self.microbatches} memory={self.memory} {self.objective}"
+        key = f"P={self.devices} {self.placement} M={self.microbatches} memory={self.memory} {self.objective}"
+        return key if self.partition is None else f"{key} partition={self.partition}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,7 @@ class CostModel:
     fb_overlap_fraction: float | None = None  # a share of F + B: the pair's length follows each point's costs
     first_stage: tuple[tuple[str, float], ...] | None = None  # the pipe's first stage's fields, for `devices` ranks
     op_overhead: float = 0.0
+    layer_costs: tuple[Layer, ...] | None = None  # a profile that lists layers: each point's split of them
 
     def costs_for(self, P: int) -> list[StageCost]:
         if self.devices is None:
@@ -118,30 +128,92 @@ def cost_model(profile: Profile | None, rank_costs: list[StageCost], devices: in
     unit = profile.extra.get("memory_unit") if profile is not None else None
     # Costs scale with P only from a profile that says for how many ranks it was made; a
     # measured stack (zbsolve profile) is one rank-stage whatever P is, as for `solve`.
+    if profile is not None and profile.layers is not None:  # each point's costs come from its split
+        return CostModel((), None, None, comm, split_backward, fb_overlap, time_unit,
+                         unit if isinstance(unit, str) else None, fb_overlap_fraction, layer_costs=profile.layers)
     return CostModel(tuple(rank_costs), None if profile is None or profile.devices is None else devices,
                      layers if isinstance(layers, int) and layers > 0 else None,
                      comm, split_backward, fb_overlap, time_unit, unit if isinstance(unit, str) else None,
                      fb_overlap_fraction)
 
 
+def parse_partition_grid(text: str) -> list[str]:
+    """`--partition` of a sweep: named splits, auto, or layers per stage as N/N/..."""
+    found = []
+    for item in parse_list(text, "--partition"):
+        name = item.lower()
+        if name not in (*NAMED_SPLITS, "auto") and not re.fullmatch(r"\d{1,4}(/\d{1,4})+", name):
+            raise UsageError(f"--partition: each entry must be even, torchtitan, balanced, auto or layers per "
+                             f"stage written with / (4/5/5/4), got {item!r}")
+        found.append(name)
+    return list(dict.fromkeys(found))
+
+
 def points(stages: list[int], placements: list[str], microbatches: list[int], memories: list[str],
-           objectives: list[str], costs: CostModel) -> list[Point]:
+           objectives: list[str], costs: CostModel, partitions: list[str] | None = None) -> list[Point]:
     """Every combination, checked before anything runs: a typo fails now, not an hour in."""
     for name in placements:
         parse_placement(name)
     for objective in objectives:
         if objective not in OBJECTIVES:
             raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if partitions is not None and costs.layer_costs is None:
+        raise UsageError("--partition needs a --profile that lists layers ('layers' in the profile; see "
+                         "zbsolve/models/zb-1.5b-layers.json)")
+    splits: list[str | None] = [None] if costs.layer_costs is None else list(partitions or ["even"])
+    if "auto" in splits and (objectives != ["makespan"] or costs.fb_overlap is not None
+                             or costs.fb_overlap_fraction is not None):
+        raise UsageError("--partition auto bounds the makespan over every split: it takes --objective makespan "
+                         "and no --fb-overlap")
     found = []
-    for P, placement, M, memory, objective in product(stages, placements, microbatches, memories, objectives):
+    for P, placement, M, memory, objective, split in product(stages, placements, microbatches, memories,
+                                                             objectives, splits):
         check_shape(parse_placement(placement), P, M, costs.split_backward)
-        found.append(Point(P, parse_placement(placement).name, M, memory, objective))
+        found.append(Point(P, parse_placement(placement).name, M, memory, objective, split))
     for point in found:
-        problem_of(point, costs)  # an odd count for bidirectional, a malformed limit: refused here
+        problem_of(point, costs)  # an odd count for bidirectional, a malformed limit or split: refused here
     return found
 
 
+def split_of(point: Point, layers: tuple[Layer, ...], split_backward: bool) -> Split | None:
+    """The split a point names (None: auto, chosen by its solve)."""
+    stages = partition.stage_count(point.placement, point.devices, point.microbatches)
+    name = point.partition or "even"
+    if name == "auto":
+        return None
+    if name == "even":
+        return partition.even_split(layers, stages)
+    if name == "torchtitan":
+        return partition.torchtitan_split(layers, stages)
+    if name == "balanced":
+        return partition.balanced_split(layers, stages, split_backward)
+    return partition.parse_split(name, len(layers), stages, sep="/")
+
+
+def layered_problems(point: Point, costs: CostModel) -> Callable[[Split], Problem]:
+    """The problem of each split of the profile's layers at this point (every split held to
+    the limit the even split's multiple gives, as `solve --partition` does)."""
+    layers = costs.layer_costs
+    assert layers is not None
+    overlap = costs.fb_overlap
+    if costs.fb_overlap_fraction is not None:  # a share of F + B: of the even split's stages
+        even = partition.even_split(layers, partition.stage_count(point.placement, point.devices,
+                                                                  point.microbatches))
+        overlap = overlap_from_fraction(costs.fb_overlap_fraction, partition.stage_costs(layers, even))
+    return partition.split_problems(
+        layers, point.devices, point.microbatches, placement=point.placement,
+        memory=None if point.memory == "none" else point.memory, comm=costs.comm,
+        split_backward=costs.split_backward, fb_overlap=overlap, objective=point.objective,
+        time_unit=costs.time_unit, memory_unit_name=costs.memory_unit, op_overhead=costs.op_overhead)
+
+
 def problem_of(point: Point, costs: CostModel) -> Problem:
+    """The point's problem; for `auto`, the even split's (the search's first)."""
+    if costs.layer_costs is not None:
+        layers = costs.layer_costs
+        split = split_of(point, layers, costs.split_backward)
+        stages = partition.stage_count(point.placement, point.devices, point.microbatches)
+        return layered_problems(point, costs)(split or partition.even_split(layers, stages))
     rank_costs = costs.costs_for(point.devices)
     first = costs.first_stage_for(point.devices)
     overlap = costs.fb_overlap
@@ -156,19 +228,27 @@ def problem_of(point: Point, costs: CostModel) -> Problem:
                          first_stage=first, op_overhead=costs.op_overhead)
 
 
+def _cost_record(cost: StageCost) -> dict:
+    return {k: v for k, v in asdict(cost).items() if k != "fused" or v is not None}
+
+
 def to_dict(costs: CostModel) -> dict:
     data = asdict(costs)
     # a fused time only where given, so that stores made before it existed keep their settings
-    data["rank_costs"] = [{k: v for k, v in asdict(c).items() if k != "fused" or v is not None}
-                          for c in costs.rank_costs]
-    for key, unset in (("first_stage", None), ("op_overhead", 0.0)):  # as for a fused time
+    data["rank_costs"] = [_cost_record(c) for c in costs.rank_costs]
+    for key, unset in (("first_stage", None), ("op_overhead", 0.0), ("layer_costs", None)):  # as for a fused time
         if data[key] == unset:
             del data[key]
+    if costs.layer_costs is not None:
+        data["layer_costs"] = [{"name": layer.name, "modules": list(layer.modules), "cost": _cost_record(layer.cost)}
+                               for layer in costs.layer_costs]
     return data
 
 
 def from_dict(data: dict) -> CostModel:
-    first = data.get("first_stage")
-    return replace(CostModel(**{**data, "rank_costs": ()}),
+    first, layers = data.get("first_stage"), data.get("layer_costs")
+    return replace(CostModel(**{**data, "rank_costs": (), "layer_costs": None}),
                    rank_costs=tuple(StageCost(**c) for c in data["rank_costs"]),
-                   first_stage=None if first is None else tuple((k, v) for k, v in first))
+                   first_stage=None if first is None else tuple((k, v) for k, v in first),
+                   layer_costs=None if layers is None else tuple(
+                       Layer(layer["name"], tuple(layer["modules"]), StageCost(**layer["cost"])) for layer in layers))

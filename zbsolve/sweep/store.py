@@ -16,7 +16,7 @@ from typing import Literal
 from zbsolve.errors import UsageError
 
 from .grid import Point
-from .store_file import open_store, said_in_one_line
+from .store_file import columns, open_store, said_in_one_line
 
 RESULT_FIELDS = ("value", "bound", "gap", "status", "makespan", "span", "peak_memory", "peak_x", "fits",
                  "limit", "seconds")
@@ -78,9 +78,9 @@ class Store:
     def add(self, points: Iterable[Point]) -> None:
         with self._transaction():
             self.db.executemany(
-                "INSERT OR IGNORE INTO points (key, devices, placement, microbatches, memory, objective) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(p.key, p.devices, p.placement, p.microbatches, p.memory, p.objective) for p in points])
+                "INSERT OR IGNORE INTO points (key, devices, placement, microbatches, memory, objective, partition) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(p.key, p.devices, p.placement, p.microbatches, p.memory, p.objective, p.partition) for p in points])
 
     def claim(self, points: list[Point], limit: int | None = None) -> tuple[list[Point], int, int]:
         """Take up to `limit` of the points not done and not held by a live sweep: (claimed,
@@ -148,8 +148,10 @@ class Store:
 
     def results(self) -> list[dict]:
         with said_in_one_line(self.path):
+            # a store from before partitions (read as it is) has no such column
+            split = "p.partition" if "partition" in columns(self.db, "points") else "NULL AS partition"
             cursor = self.db.execute(
-                "SELECT p.devices, p.placement, p.microbatches, p.memory, p.objective, p.schedule_path, r.* "
+                f"SELECT p.devices, p.placement, p.microbatches, p.memory, p.objective, {split}, p.schedule_path, r.* "
                 "FROM results r JOIN points p ON p.key = r.key WHERE p.state = 'done' ORDER BY r.key, r.name")
             names = [d[0] for d in cursor.description]
             rows = [dict(zip(names, row)) for row in cursor.fetchall()]

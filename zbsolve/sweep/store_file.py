@@ -13,7 +13,7 @@ from urllib.parse import quote
 from zbsolve.errors import UsageError
 
 APPLICATION_ID = 0x7A627377  # "zbsw" in the SQLite header: this file is a zbsolve sweep store
-SCHEMA_VERSION = 2  # 1: before leases (no heartbeat column); 2: claims are leases
+SCHEMA_VERSION = 3  # 1: before leases (no heartbeat column); 2: claims are leases; 3: points have a partition
 HEADER = b"SQLite format 3\x00"
 
 SCHEMA = """
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS points (
     key TEXT PRIMARY KEY, devices INTEGER NOT NULL, placement TEXT NOT NULL,
     microbatches INTEGER NOT NULL, memory TEXT NOT NULL, objective TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'pending', owner TEXT, status TEXT, message TEXT,
-    schedule_path TEXT, seconds REAL, heartbeat REAL);
+    schedule_path TEXT, seconds REAL, heartbeat REAL, partition TEXT);
 CREATE TABLE IF NOT EXISTS results (
     key TEXT NOT NULL REFERENCES points(key), name TEXT NOT NULL, value REAL NOT NULL,
     bound REAL, gap REAL, status TEXT NOT NULL, makespan REAL NOT NULL, span REAL NOT NULL,
@@ -89,13 +89,20 @@ def open_store(path: Path, writable: bool) -> tuple[sqlite3.Connection, bool]:
             db.close()
             raise UsageError(f"{path} was made by a newer zbsolve (store version above {SCHEMA_VERSION})")
         if writable:
-            if kind == "version 1":
-                db.execute("ALTER TABLE points ADD COLUMN heartbeat REAL")
+            had = columns(db, "points")
+            for column, kind_of in (("heartbeat", "REAL"), ("partition", "TEXT")):  # versions 1 and 2
+                if had and column not in had:
+                    db.execute(f"ALTER TABLE points ADD COLUMN {column} {kind_of}")
             db.executescript(SCHEMA)
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute("PRAGMA journal_mode=WAL")
     return db, kind == "empty"
+
+
+def columns(db: sqlite3.Connection, table: str) -> list[str]:
+    """A table's columns (none: no such table)."""
+    return [row[1] for row in db.execute(f"PRAGMA table_info({table!r})")]
 
 
 def _connect(path: Path, writable: bool) -> sqlite3.Connection:
@@ -122,7 +129,6 @@ def _identify(db: sqlite3.Connection) -> str:
         return f"foreign: another application's file, id {application:#x}"
     if not tables:
         return "empty"
-    columns = {t: [row[1] for row in db.execute(f"PRAGMA table_info({t!r})")] for t in tables}
-    if columns == VERSION_1:
+    if {t: columns(db, t) for t in tables} == VERSION_1:
         return "version 1"
     return f"foreign: it holds table{'s' if len(tables) > 1 else ''} {', '.join(tables)}"

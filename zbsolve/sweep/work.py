@@ -4,18 +4,22 @@ solve; the schedule comes back as its file's text, and the driver alone writes f
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import signal
 import sys
 import time
+from dataclasses import replace
 
 from zbsolve.baselines import applicable, run_baseline
 from zbsolve.errors import InfeasibleError, SolverError
 from zbsolve.formats.schedule_json import dumps
+from zbsolve.problem import partition
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.solvers import solve
+from zbsolve.solvers.partition_search import search
 
-from .grid import Point, from_dict, problem_of
+from .grid import CostModel, Point, from_dict, layered_problems, problem_of
 
 
 def worker_start(driver: int) -> None:
@@ -49,7 +53,10 @@ def solve_point(task: dict) -> dict:
     """`task`: the point's fields, its costs (`grid.to_dict`) and the solver settings.
     Returns the rows by name ("solved" and each baseline) and the solved schedule's text."""
     point = Point(**task["point"])
-    problem = problem_of(point, from_dict(task["costs"]))
+    costs = from_dict(task["costs"])
+    if point.partition == "auto":
+        return _solve_partitions(point, costs, task["solver"])
+    problem = problem_of(point, costs)
     rows: dict[str, dict] = {}
     timed = []
     for name in applicable(problem):
@@ -70,3 +77,35 @@ def solve_point(task: dict) -> dict:
     rows["solved"] = _row(solved, time.monotonic() - began)
     return {"rows": rows, "status": rows["solved"]["status"], "message": solved.solver.message,
             "schedule": dumps(solved)}
+
+
+def _solve_partitions(point: Point, costs: CostModel, settings: dict) -> dict:
+    """An `auto` point: the split chosen with the schedule (`partition_search.search`); rows
+    for the chosen split's schedule, bounded over every split, for the splits users run
+    (`even split, solved` ...) and for the baselines on the chosen split."""
+    assert costs.layer_costs is not None
+    stages = partition.stage_count(point.placement, point.devices, point.microbatches)
+    began = time.monotonic()
+    answer = search(costs.layer_costs, stages, layered_problems(point, costs), solver=settings["solver"],
+                    time_limit=settings["time_limit"], workers=settings["workers"], seed=settings["seed"],
+                    deterministic=settings["deterministic"])
+    seconds = time.monotonic() - began
+    rows = {f"{found.name} split, solved": _row(found.schedule, 0.0)
+            for found in answer.named if found.schedule is not None}
+    best = answer.best.schedule
+    if best is None:
+        proven = all(math.isinf(found.bound) for found in answer.solved) and math.isinf(answer.bound)
+        return {"rows": rows, "status": "infeasible" if proven else "unknown", "schedule": None,
+                "message": "no split of the layers fits the memory limit" if proven else
+                           "no split had a schedule within the time limit"}
+    for name in applicable(best.problem):
+        began = time.monotonic()
+        rows[name] = _row(run_baseline(name, best.problem), time.monotonic() - began)
+    value, bound = best.value, min(answer.bound, best.value)
+    status = "optimal" if math.isclose(value, bound, rel_tol=1e-12) else "feasible"
+    split = "/".join(map(str, answer.best.split))
+    message = f"partition {split} ({answer.best.name}); bound over every split: {answer.note}"
+    chosen = best.with_solver(replace(best.solver, status=status, bound=bound, gap=(value - bound) / value if value
+                                      else 0.0, message=message))
+    rows["solved"] = _row(chosen, seconds)
+    return {"rows": rows, "status": status, "message": message, "schedule": dumps(chosen)}
