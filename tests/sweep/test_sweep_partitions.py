@@ -100,3 +100,15 @@ def test_auto_finds_the_best_of_every_split_each_solved_alone(layered, tmp_path,
     validate(chosen)
     assert chosen.value == pytest.approx(best) and chosen.problem.partition in {(1, 4), (2, 3), (3, 2), (4, 1)}
     assert rows[("/".join(map(str, chosen.problem.partition)), "solved")]["value"] == pytest.approx(best)
+
+
+def test_an_auto_point_where_no_split_fits_is_infeasible_with_every_split_proven(layered, tmp_path):
+    store = tmp_path / "s.db"
+    assert main(["sweep", "--profile", layered, "--stages", "2", "--microbatches", "3", "--placements", "single",
+                 "--memory", "0.2x", "--partition", "auto", "--time-limit", "2", "--workers", "1", "--jobs", "1",
+                 "-q", "--store", str(store)]) == 0
+    reader = Store(store)
+    (point,) = reader.points()
+    reader.close()
+    assert point["state"] == "done" and point["status"] == "infeasible"
+    assert point["message"] == "no split of the layers fits the memory limit (all 4 proven)"

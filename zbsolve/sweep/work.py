@@ -90,14 +90,15 @@ def _solve_partitions(point: Point, costs: CostModel, settings: dict) -> dict:
                     time_limit=settings["time_limit"], workers=settings["workers"], seed=settings["seed"],
                     deterministic=settings["deterministic"])
     seconds = time.monotonic() - began
-    rows = {f"{found.name} split, solved": _row(found.schedule, 0.0)
+    rows = {f"{found.name} split, solved": _row(found.schedule, found.schedule.solver.wall_time_s or 0.0)
             for found in answer.named if found.schedule is not None}
     best = answer.best.schedule
     if best is None:
         proven = all(math.isinf(found.bound) for found in answer.solved) and math.isinf(answer.bound)
         return {"rows": rows, "status": "infeasible" if proven else "unknown", "schedule": None,
-                "message": "no split of the layers fits the memory limit" if proven else
-                           "no split had a schedule within the time limit"}
+                "message": f"no split of the layers fits the memory limit (all {answer.splits} proven)" if proven
+                           else f"none of the {len(answer.solved)} splits solved of {answer.splits} had a schedule "
+                                "within the limits"}
     for name in applicable(best.problem):
         began = time.monotonic()
         rows[name] = _row(run_baseline(name, best.problem), time.monotonic() - began)

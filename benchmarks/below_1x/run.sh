@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Which side of a gap below 1F1B's memory is loose (docs/benchmarks.md, "Below 1x: which
+# side is loose"): the rows of the open gaps, and neighbours of the same shape with fewer
+# microbatches, each solved deterministically (one worker, CP-SAT's work measure, so a rerun
+# repeats) at 60 work units and again at 600 (1200 for the 7B row itself). Each solve's
+# table goes to OUT/NAME-UNITS.txt; results.md quotes them.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-benchmarks/below_1x}
+Z=.venv/bin/zbsolve
+SEVEN_B="--stages 8 --F 10 --B 10 --W 7 --comm 0.3 --activation 3 --memory-unit GB --memory 20GB"
+solve() {  # NAME UNITS ARGS...
+  local name=$1 units=$2
+  shift 2
+  $Z solve "$@" --time-limit "$units" --workers 1 --deterministic -q > "$OUT/$name-$units.txt" 2>&1
+}
+for M in 8 12 16 20 24; do
+  for units in 60 600; do solve "7b-single-M$M" $units $SEVEN_B --microbatches $M; done
+done
+for units in 60 1200; do solve 7b-single-M32 $units $SEVEN_B --microbatches 32; done
+for placement in bidirectional vshape; do
+  for M in 8 16; do
+    for units in 60 600; do
+      solve "1.5b-$placement-M$M" $units --profile zb-1.5b --placement $placement --microbatches $M --memory 0.5x
+    done
+  done
+  solve "1.5b-$placement-M32" 600 --profile zb-1.5b --placement $placement --microbatches 32 --memory 0.5x
+done
