@@ -14,15 +14,19 @@ solve() {  # NAME UNITS ARGS...
   shift 2
   $Z solve "$@" --time-limit "$units" --workers 1 --deterministic -q > "$OUT/$name-$units.txt" 2>&1
 }
+for M in 8 12 16 20 24 32; do  # the list scheduler's bound is the static one: where each solve starts
+  solve "7b-single-M$M-list" 2 $SEVEN_B --microbatches $M --solver list
+done
 for M in 8 12 16 20 24; do
   for units in 60 600; do solve "7b-single-M$M" $units $SEVEN_B --microbatches $M; done
 done
 for units in 60 1200; do solve 7b-single-M32 $units $SEVEN_B --microbatches 32; done
-for placement in bidirectional vshape; do
+for placement in bidirectional vshape interleaved:2; do
+  name=${placement%%:*}
   for M in 8 16; do
     for units in 60 600; do
-      solve "1.5b-$placement-M$M" $units --profile zb-1.5b --placement $placement --microbatches $M --memory 0.5x
+      solve "1.5b-$name-M$M" $units --profile zb-1.5b --placement $placement --microbatches $M --memory 0.5x
     done
   done
-  solve "1.5b-$placement-M32" 600 --profile zb-1.5b --placement $placement --microbatches 32 --memory 0.5x
+  solve "1.5b-$name-M32" 600 --profile zb-1.5b --placement $placement --microbatches 32 --memory 0.5x
 done
