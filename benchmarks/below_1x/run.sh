@@ -2,7 +2,8 @@
 # Which side of a gap below 1F1B's memory is loose (docs/benchmarks.md, "Below 1x: which
 # side is loose"): the rows of the open gaps, and neighbours of the same shape with fewer
 # microbatches, each solved deterministically (one worker, CP-SAT's work measure, so a rerun
-# repeats) at 60 work units and again at 600 (1200 for the 7B row itself). Each solve's
+# repeats) at 60 work units and again at 600 (1200 for the 7B row itself); then the 1.5B
+# placements at 4 ranks, on the clock. Each solve's
 # table goes to OUT/NAME-UNITS.txt; results.md quotes them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,4 +30,11 @@ for placement in bidirectional vshape interleaved:2; do
     done
   done
   solve "1.5b-$name-M32" 600 --profile zb-1.5b --placement $placement --microbatches 32 --memory 0.5x
+done
+# Fewer ranks, the same per-stage costs: 240 s on the clock, one worker each.
+for placement in bidirectional interleaved:2 vshape; do
+  for M in 8 16; do
+    $Z solve --profile zb-1.5b --stages 4 --placement $placement --microbatches $M --memory 0.5x --time-limit 240 \
+      --workers 1 --no-deterministic -q > "$OUT/1.5b-P4-${placement%%:*}-M$M-240s.txt" 2>&1
+  done
 done
