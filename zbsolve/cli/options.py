@@ -198,8 +198,7 @@ def problem_parts(args: argparse.Namespace, placement: str | None = None,
     rank_costs = None if layered else rank_costs_from_args(
         args, profile, profile.rank_costs(devices) if profile else None, devices)
     if profile is not None and profile.layers is not None:  # a share of F + B: of the even split's stages
-        even = partition.stage_costs(profile.layers, partition.even_split(
-            profile.layers, partition.stage_count(placement, devices, microbatches)))
+        even = partition.even_stage_costs(profile.layers, placement, devices, microbatches)
         given = parse_fb_overlap(args.fb_overlap)
         fb_overlap = given[1] if given and given[0] == "time" else (
             None if given is None else overlap_from_fraction(given[1], even))

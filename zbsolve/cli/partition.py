@@ -110,11 +110,10 @@ def partition_lines(answer: PartitionAnswer, unit: str) -> list[str]:
         bound = "none fits" if math.isinf(found.bound) else f"{found.bound:.6g}"
         status = "" if found.schedule is None else found.schedule.solver.status
         lines.append(f"{split:<30} {shown:>15} {bound:>12}     {found.name} {status}".rstrip())
-    best = answer.best
-    if best.schedule is None:
+    best, chosen = answer.best, answer.bounded()
+    if chosen is None:
         return lines
-    value = best.schedule.value
-    gap = (value - answer.bound) / value if value and math.isfinite(answer.bound) else 0.0
+    value, gap = chosen.value, chosen.solver.gap or 0.0
     lines.append(f"answer: partition {','.join(map(str, best.split))} ({best.name}), {value:.6g} {unit}; no "
                  f"contiguous split can take less than {answer.bound:.6g} {unit} ({answer.note}): within "
                  f"{100 * gap:.2f}%")

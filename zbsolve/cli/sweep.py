@@ -157,8 +157,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         raise UsageError("--stages and --microbatches are required (or a --profile that names them)")
     base_P = profile.devices if profile and profile.devices else stages[0]
     overlap = parse_fb_overlap(args.fb_overlap)
-    costs = cost_model(profile, rank_costs_from_args(args, profile, profile.rank_costs(base_P) if profile else None,
-                                                     base_P),
+    layered = profile is not None and profile.layers is not None  # each point's costs come from its split
+    costs = cost_model(profile, [] if layered else rank_costs_from_args(
+                           args, profile, profile.rank_costs(base_P) if profile else None, base_P),
                        base_P, comm_from_args(args, profile), not args.no_split_backward,
                        overlap[1] if overlap and overlap[0] == "time" else None,
                        args.time_unit or (profile.time_unit if profile else "ms"),

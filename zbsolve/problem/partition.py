@@ -179,6 +179,25 @@ def balanced_split(layers: Sequence[Layer], stages: int, split_backward: bool = 
     return tuple(reversed(counts))
 
 
+NAMED_SPLITS = ("even", "torchtitan", "balanced")  # the splits users run
+
+
+def named_split(name: str, layers: Sequence[Layer], stages: int, split_backward: bool = True) -> Split:
+    """One of NAMED_SPLITS of `layers` over `stages`."""
+    if name == "even":
+        return even_split(layers, stages)
+    if name == "torchtitan":
+        return torchtitan_split(layers, stages)
+    if name == "balanced":
+        return balanced_split(layers, stages, split_backward)
+    raise UsageError(f"no split named {name!r}: one of {', '.join(NAMED_SPLITS)}")
+
+
+def even_stage_costs(layers: Sequence[Layer], placement: str, devices: int, microbatches: int) -> list[StageCost]:
+    """The stages' costs under the even split (what a share of F + B is taken of)."""
+    return stage_costs(layers, even_split(layers, stage_count(placement, devices, microbatches)))
+
+
 def every_split(layers: int, stages: int) -> Iterator[Split]:
     for cuts in combinations(range(1, layers), stages - 1):
         bounds = (0, *cuts, layers)

@@ -9,7 +9,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zbsolve.errors import InfeasibleError, SolverError
 from zbsolve.problem import partition
@@ -42,6 +42,20 @@ class PartitionAnswer:
     splits: int  # how many contiguous splits there are
     note: str  # how the bound over every split was found
 
+    def bounded(self) -> Schedule | None:
+        """The chosen schedule with the bound over every split as its bound: `optimal` only
+        where its value meets that bound."""
+        best = self.best.schedule
+        if best is None:
+            return None
+        value, bound = best.value, min(self.bound, best.value)
+        status = "optimal" if math.isclose(value, bound, rel_tol=1e-12) else "feasible"
+        split = "/".join(map(str, self.best.split))
+        return best.with_solver(replace(best.solver, status=status, bound=bound,
+                                        gap=(value - bound) / value if value else 0.0,
+                                        message=f"partition {split} ({self.best.name}); bound over every split: "
+                                                f"{self.note}"))
+
 
 def shape_of(problem: Problem) -> Shape:
     """What `partition.split_bound` reads of a problem."""
@@ -50,9 +64,7 @@ def shape_of(problem: Problem) -> Shape:
 
 
 def named_splits(layers: Sequence[Layer], stages: int, split_backward: bool) -> dict[str, Split]:
-    return {"even": partition.even_split(layers, stages),
-            "torchtitan": partition.torchtitan_split(layers, stages),
-            "balanced": partition.balanced_split(layers, stages, split_backward)}
+    return {name: partition.named_split(name, layers, stages, split_backward) for name in partition.NAMED_SPLITS}
 
 
 def search(layers: Sequence[Layer], stages: int, problem_for: Callable[[Split], Problem], *,

@@ -34,6 +34,7 @@ class Frontier:
     per_microbatch: bool  # values divided by M: the sweep varies the microbatch count
     time_unit: str
     memory_unit: str | None
+    by_partition: bool = False  # the sweep varied the partition: each placement and partition is a series
 
     def placements(self) -> list[str]:
         """The series: each placement, or each placement and partition where a sweep varied them."""
@@ -41,10 +42,6 @@ class Frontier:
 
     def series_of(self, point: FrontierPoint) -> str:
         return series(point, self.by_partition)
-
-    @property
-    def by_partition(self) -> bool:
-        return len({p.partition for p in self.points}) > 1
 
 
 def series(point: FrontierPoint, by_partition: bool) -> str:
@@ -89,7 +86,7 @@ def frontier(results: list[dict], settings: dict) -> Frontier:
                               "value": r["value"] * scale(r)})
     costs = settings["costs"]
     return Frontier(sorted(points, key=lambda p: (series(p, by_partition), p.peak, p.value)), baselines, per_mb,
-                    costs["time_unit"], costs.get("memory_unit"))
+                    costs["time_unit"], costs.get("memory_unit"), by_partition)
 
 
 def _unit(unit: str | None) -> str:

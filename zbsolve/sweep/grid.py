@@ -16,7 +16,6 @@ from zbsolve.problem.placements import build_problem, check_shape, costs_for, ov
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile
 
-NAMED_SPLITS = ("even", "torchtitan", "balanced")
 PARTITION_HELP = ("for a profile that lists layers: even (the default), torchtitan (first and last stage one layer "
                   "less), balanced (stage times balanced), auto (chosen with the schedule, bounded over every "
                   "split) or layers per stage written with / (4/5/5/4)")
@@ -142,7 +141,7 @@ def parse_partition_grid(text: str) -> list[str]:
     found = []
     for item in parse_list(text, "--partition"):
         name = item.lower()
-        if name not in (*NAMED_SPLITS, "auto") and not re.fullmatch(r"\d{1,4}(/\d{1,4})+", name):
+        if name not in (*partition.NAMED_SPLITS, "auto") and not re.fullmatch(r"\d{1,4}(/\d{1,4})+", name):
             raise UsageError(f"--partition: each entry must be even, torchtitan, balanced, auto or layers per "
                              f"stage written with / (4/5/5/4), got {item!r}")
         found.append(name)
@@ -175,18 +174,12 @@ def points(stages: list[int], placements: list[str], microbatches: list[int], me
     return found
 
 
-def split_of(point: Point, layers: tuple[Layer, ...], split_backward: bool) -> Split | None:
-    """The split a point names (None: auto, chosen by its solve)."""
+def split_of(point: Point, layers: tuple[Layer, ...], split_backward: bool) -> Split:
+    """The split a point's problem is built on (auto: the even one, the search's first)."""
     stages = partition.stage_count(point.placement, point.devices, point.microbatches)
     name = point.partition or "even"
-    if name == "auto":
-        return None
-    if name == "even":
-        return partition.even_split(layers, stages)
-    if name == "torchtitan":
-        return partition.torchtitan_split(layers, stages)
-    if name == "balanced":
-        return partition.balanced_split(layers, stages, split_backward)
+    if name in partition.NAMED_SPLITS or name == "auto":
+        return partition.named_split("even" if name == "auto" else name, layers, stages, split_backward)
     return partition.parse_split(name, len(layers), stages, sep="/")
 
 
@@ -197,9 +190,8 @@ def layered_problems(point: Point, costs: CostModel) -> Callable[[Split], Proble
     assert layers is not None
     overlap = costs.fb_overlap
     if costs.fb_overlap_fraction is not None:  # a share of F + B: of the even split's stages
-        even = partition.even_split(layers, partition.stage_count(point.placement, point.devices,
-                                                                  point.microbatches))
-        overlap = overlap_from_fraction(costs.fb_overlap_fraction, partition.stage_costs(layers, even))
+        overlap = overlap_from_fraction(costs.fb_overlap_fraction, partition.even_stage_costs(
+            layers, point.placement, point.devices, point.microbatches))
     return partition.split_problems(
         layers, point.devices, point.microbatches, placement=point.placement,
         memory=None if point.memory == "none" else point.memory, comm=costs.comm,
@@ -210,10 +202,7 @@ def layered_problems(point: Point, costs: CostModel) -> Callable[[Split], Proble
 def problem_of(point: Point, costs: CostModel) -> Problem:
     """The point's problem; for `auto`, the even split's (the search's first)."""
     if costs.layer_costs is not None:
-        layers = costs.layer_costs
-        split = split_of(point, layers, costs.split_backward)
-        stages = partition.stage_count(point.placement, point.devices, point.microbatches)
-        return layered_problems(point, costs)(split or partition.even_split(layers, stages))
+        return layered_problems(point, costs)(split_of(point, costs.layer_costs, costs.split_backward))
     rank_costs = costs.costs_for(point.devices)
     first = costs.first_stage_for(point.devices)
     overlap = costs.fb_overlap

@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import time
-from dataclasses import replace
 
 from zbsolve.baselines import applicable, run_baseline
 from zbsolve.errors import InfeasibleError, SolverError
@@ -94,7 +93,7 @@ def _solve_partitions(point: Point, costs: CostModel, settings: dict) -> dict:
             for found in answer.named if found.schedule is not None}
     best = answer.best.schedule
     if best is None:
-        proven = all(math.isinf(found.bound) for found in answer.solved) and math.isinf(answer.bound)
+        proven = math.isinf(answer.bound)  # infinite only where every split was proven not to fit
         return {"rows": rows, "status": "infeasible" if proven else "unknown", "schedule": None,
                 "message": f"no split of the layers fits the memory limit (all {answer.splits} proven)" if proven
                            else f"none of the {len(answer.solved)} splits solved of {answer.splits} had a schedule "
@@ -102,11 +101,7 @@ def _solve_partitions(point: Point, costs: CostModel, settings: dict) -> dict:
     for name in applicable(best.problem):
         began = time.monotonic()
         rows[name] = _row(run_baseline(name, best.problem), time.monotonic() - began)
-    value, bound = best.value, min(answer.bound, best.value)
-    status = "optimal" if math.isclose(value, bound, rel_tol=1e-12) else "feasible"
-    split = "/".join(map(str, answer.best.split))
-    message = f"partition {split} ({answer.best.name}); bound over every split: {answer.note}"
-    chosen = best.with_solver(replace(best.solver, status=status, bound=bound, gap=(value - bound) / value if value
-                                      else 0.0, message=message))
+    chosen = answer.bounded()
+    assert chosen is not None and chosen.solver.message is not None
     rows["solved"] = _row(chosen, seconds)
-    return {"rows": rows, "status": status, "message": message, "schedule": dumps(chosen)}
+    return {"rows": rows, "status": chosen.solver.status, "message": chosen.solver.message, "schedule": dumps(chosen)}
