@@ -11,7 +11,7 @@ from zbsolve.cli import main
 from zbsolve.formats.schedule_json import read_schedule
 from zbsolve.schedule.validator import validate
 
-QUICK = ["--time-limit", "2", "--workers", "1", "-q"]
+QUICK = ["--time-limit", "2", "--workers", "1", "--deterministic", "-q"]
 
 
 @pytest.fixture

@@ -81,7 +81,8 @@ def test_auto_finds_the_best_of_every_split_each_solved_alone(layered, tmp_path,
     store = tmp_path / "s.db"
     asked = "auto,1/4,2/3,3/2,4/1"
     assert main(["sweep", "--profile", layered, "--stages", "2", "--microbatches", "3", "--placements", "single",
-                 "--memory", "1x", "--partition", asked, "--time-limit", "4", "--workers", "1", "--jobs", "1",
+                 "--memory", "1x", "--partition", asked, "--time-limit", "4", "--workers", "1",
+                 "--deterministic", "--jobs", "1",
                  "-q", "--store", str(store), "--report"]) == 0
     shown = capsys.readouterr().out
     assert "single partition=auto" in shown and "single partition=4/1" in shown
@@ -105,7 +106,8 @@ def test_auto_finds_the_best_of_every_split_each_solved_alone(layered, tmp_path,
 def test_an_auto_point_where_no_split_fits_is_infeasible_with_every_split_proven(layered, tmp_path):
     store = tmp_path / "s.db"
     assert main(["sweep", "--profile", layered, "--stages", "2", "--microbatches", "3", "--placements", "single",
-                 "--memory", "0.2x", "--partition", "auto", "--time-limit", "2", "--workers", "1", "--jobs", "1",
+                 "--memory", "0.2x", "--partition", "auto", "--time-limit", "2", "--workers", "1",
+                 "--deterministic", "--jobs", "1",
                  "-q", "--store", str(store)]) == 0
     reader = Store(store)
     (point,) = reader.points()
