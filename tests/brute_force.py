@@ -67,3 +67,61 @@ def _keep(graph, orders, best):
     s = simulate(graph, orders)
     if not s.over_memory_limit() and (best[0] is None or s.metrics.makespan < best[0]):
         best[0] = s.metrics.makespan
+
+
+def brute_force_levers_makespan(problem):
+    """Best makespan with the recompute lever, by exhaustive search (tiny problems, no pairs):
+    every choice of which microbatches recompute at which stage, and for each, every
+    per-device order, depth-first as above. The ops of a choice are an F, or an FC and its R,
+    then B and W (or BW); each waits for the results the op graph names, produced by
+    whichever present op the op-kind table says produces them."""
+    from itertools import product
+
+    from zbsolve.problem.op_kinds import TABLE
+
+    graph = OpGraph(problem)
+    plain = graph.ops()
+    forwards = [op for op in plain if op.kind == "F"]
+    best = [None]
+    for choice in product((False, True), repeat=len(forwards)):
+        recomputed = {f for f, chosen in zip(forwards, choice) if chosen}
+        ops = []
+        for op in plain:
+            if op in recomputed:
+                ops += [op.with_kind("FC"), op.with_kind("R")]
+            else:
+                ops.append(op)
+        producer = {(event, op.pipe, op.stage, op.microbatch): op for op in ops for event in TABLE[op.kind].produces}
+
+        def ready(op, done, producer=producer):
+            times = [0]
+            for key, delay in graph.requirements(op):
+                source = producer[key]
+                if source not in done:
+                    return None
+                times.append(done[source] + delay)
+            return max(times)
+
+        def search(done, free_at, last, orders, ops=ops, ready=ready):
+            if len(done) == len(ops):
+                _keep(graph, orders, best)
+                return
+            for op in ops:
+                if op in done:
+                    continue
+                at = ready(op, done)
+                if at is None:
+                    continue
+                d = graph.device(op)
+                start = max(free_at[d], at)
+                if (start, d) <= last:
+                    continue
+                end = start + graph.duration(op)
+                if best[0] is not None and graph.time(end) >= best[0]:
+                    continue
+                moved = list(free_at)
+                moved[d] = end
+                search({**done, op: end}, moved, (start, d), [o + [op] if j == d else o for j, o in enumerate(orders)])
+
+        search({}, [0] * problem.devices, (-1, -1), [[] for _ in range(problem.devices)])
+    return best[0]

@@ -1,5 +1,6 @@
 """Closed forms of docs/design.md, "Hand-made schedules" and hand-checked small schedules."""
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -7,6 +8,8 @@ from helpers import uniform
 
 from zbsolve.baselines import applicable, run_baseline
 from zbsolve.errors import UsageError
+from zbsolve.problem.placements import build_problem
+from zbsolve.problem.problem import StageCost
 from zbsolve.schedule.validator import validate
 
 GRID = [(P, M) for P in (2, 3, 4, 8, 16) for M in sorted({1, P - 1, P, 2 * P, 4 * P}) if M >= 1]
@@ -97,3 +100,35 @@ def test_baselines_refuse_what_they_do_not_fit():
 def test_over_limit_is_reported_not_dropped():
     s = run_baseline("zb-h2", uniform(4, 8, memory="1x"))
     assert s.over_memory_limit() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name, placement", [("1f1b-r", "single"), ("zb-h1-r", "single"),
+                                             ("interleaved-r", "interleaved:2"),
+                                             ("interleaved-zb-r", "interleaved:2"), ("zb-v-r", "vshape")])
+def test_recomputed_baselines_run_their_schedule_with_every_forward_recomputed(name, placement):
+    costs = StageCost(2, 2, 1, activation=1, residual=0.5, checkpoint=0.1)
+    problem = build_problem(4, 8, costs, placement=placement, levers=("recompute",))
+    schedule = run_baseline(name, problem)
+    validate(schedule)
+    plain = run_baseline(name[:-2], replace(problem, levers=()))
+    kinds = [t.op.kind for ops in schedule.devices for t in ops]
+    assert "F" not in kinds and kinds.count("FC") == kinds.count("R") == sum(len(p.stages) for p in problem.pipes) * 8
+    # the same order of forwards and backwards, each R right before its backward
+    for ops, plain_ops in zip(schedule.devices, plain.devices):
+        ops_kinds = [t.op for t in ops if t.op.kind != "R"]
+        assert [op.with_kind("F") if op.kind == "FC" else op for op in ops_kinds] == [t.op for t in plain_ops]
+        for before, after in zip(ops, ops[1:]):
+            if after.op.kind in ("B", "BW"):
+                assert before.op == after.op.with_kind("R")
+
+
+def test_1f1b_with_recomputation_holds_checkpoints_and_one_whole_activation():
+    # device d holds its P - d warm-up checkpoints when the first R takes the rest of one activation
+    P, a, c = 4, 1.0, 0.1
+    schedule = run_baseline("1f1b-r", build_problem(P, 8, StageCost(1, 1, 1, activation=a, residual=0.5, checkpoint=c),
+                                                    levers=("recompute",)))
+    assert schedule.metrics.peak_memory == pytest.approx([a + (P - d - 1) * c for d in range(P)])
+
+
+def test_recomputed_baselines_need_the_lever():
+    assert "1f1b-r" not in applicable(build_problem(4, 8, StageCost(1, 1, 1)))

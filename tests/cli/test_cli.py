@@ -558,3 +558,26 @@ def test_a_profile_measured_for_other_ranks_is_said_to_be_reused_as_it_is(capsys
     assert "note: the profile's costs are per rank-stage of a 8-rank split; with --stages 4" in err
     code, _, err = run(capsys, "compare", "--profile", PROFILE, "--no-solve")
     assert code == 0 and "rank-stage of a" not in err
+
+
+def test_a_solve_with_the_recompute_lever_shows_the_recomputed_baselines(capsys, tmp_path):
+    target = tmp_path / "r.json"
+    code, out, _ = run(capsys, "solve", "--stages", "4", "--microbatches", "6", "--memory", "0.34x",
+                       "--levers", "recompute", "--checkpoint", "0.1", "--time-limit", "1", "--workers", "1",
+                       "-q", "-o", str(target))
+    assert code == 0, out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert "1f1b-r" in rows and "zb-h1-r" in rows and "recompute" in out
+    code, out, _ = run(capsys, "validate", str(target))
+    assert code == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--levers", "offload"), "--levers: unknown lever 'offload'; choose from recompute"),
+    (("--levers", "recompute", "--solver", "cbc"), "cbc backend does not model memory levers"),
+    (("--recompute", "0"), "--recompute must be > 0"),
+    (("--checkpoint", "2"), "checkpoint must be <= activation"),
+])
+def test_lever_options_refuse_bad_input_by_name(capsys, args, message):
+    code, out, err = run(capsys, "solve", "--stages", "2", "--microbatches", "2", "--time-limit", "1", *args)
+    assert code == 2 and message in err

@@ -193,3 +193,25 @@ def test_chrome_trace_names_the_stage_and_both_threads_of_a_pair():
     assert threads[(0, 1)] == "paired backward"
     single = chrome_trace(run_baseline("zb-h1", uniform(2, 3)))["traceEvents"]
     assert [e["name"] for e in single if e["ph"] == "X"][:2] == ["F stage 0 mb 0", "F stage 0 mb 1"]
+
+
+def test_a_recomputed_schedule_round_trips_with_its_lever_and_costs(tmp_path):
+    from dataclasses import replace
+
+    problem = uniform(3, 6, comm=0.25, memory="1x", levers=("recompute",))
+    problem = replace(problem, stage_costs=tuple(replace(c, checkpoint=0.125, recompute=0.75)
+                                                 for c in problem.stage_costs))
+    schedule = run_baseline("1f1b-r", problem)
+    path = tmp_path / "r.json"
+    write_schedule(schedule, path)
+    data = json.loads(path.read_text())
+    jsonschema.validate(data, json_schema())
+    assert data["problem"]["levers"] == ["recompute"]
+    assert data["problem"]["stage_costs"][0] | {} == {"F": 1.0, "B": 1.0, "W": 1.0, "activation": 1.0,
+                                                      "residual": 0.5, "recompute": 0.75, "checkpoint": 0.125}
+    again = read_schedule(path)
+    assert again.problem == problem and again.devices == schedule.devices
+    data["problem"]["levers"] = ["offload"]
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(ScheduleFileError, match="unknown lever .offload."):
+        read_schedule(tmp_path / "bad.json")

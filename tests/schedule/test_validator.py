@@ -305,3 +305,48 @@ def test_ops_listed_out_of_order_are_said_to_be(schedule):
     ops[0], ops[1] = ops[1], ops[0]  # disjoint times, swapped in the list
     with pytest.raises(ValidationError, match="is listed after .* but runs before it"):
         validate(with_ops(schedule, 0, ops))
+
+
+# The recompute lever (docs/design.md, "Memory levers"): one stage, FC then R then B then W.
+def _recomputed(memory=None, M=1):
+    problem = uniform(1, M, F=1, B=2, W=1, activation=1, residual=0.5, memory=memory, levers=("recompute",))
+    problem = replace(problem, stage_costs=tuple(replace(c, checkpoint=0.2) for c in problem.stage_costs))
+    return run_baseline("1f1b-r", problem)
+
+
+def _timed(s, *entries):
+    return with_ops(s, 0, [TimedOp(Op.parse(text), start, end) for text, start, end in entries])
+
+
+def test_recomputed_schedules_pass_and_hold_the_checkpoint_until_their_r():
+    s = _recomputed()
+    validate(s)
+    assert [str(t.op) for t in s.devices[0]] == ["0.0FC0", "0.0R0", "0.0BW0"]
+    assert s.metrics.peak_memory == (1.0,)
+
+
+def test_an_r_after_its_backward_is_refused_naming_the_backward():
+    s = _timed(_recomputed(), ("0.0FC0", 0, 1), ("0.0BW0", 1, 4), ("0.0R0", 4, 5))
+    with pytest.raises(ValidationError, match=r"BW pipe 0 stage 0 microbatch 0 .* starts before R pipe 0 stage 0"):
+        validate(s)
+
+
+def test_a_recomputed_forward_without_its_r_is_refused():
+    s = _timed(_recomputed(), ("0.0FC0", 0, 1), ("0.0BW0", 1, 4))
+    with pytest.raises(ValidationError, match="R pipe 0 stage 0 microbatch 0 is missing"):
+        validate(s)
+
+
+def test_a_level_above_the_limit_names_the_r_that_takes_it_there():
+    # two checkpoints held (0.4), then a whole activation back: 1.2 above a limit of 1.1
+    s = _timed(_recomputed(memory=[1.1], M=2), ("0.0FC0", 0, 1), ("0.0FC1", 1, 2), ("0.0R0", 2, 3),
+               ("0.0BW0", 3, 6), ("0.0R1", 6, 7), ("0.0BW1", 7, 10))
+    with pytest.raises(ValidationError, match=r"R pipe 0 stage 0 microbatch 0 .*memory reaches 1\.2"):
+        validate(s)
+
+
+def test_recomputation_where_the_problem_has_no_lever_is_refused(schedule):
+    s = _recomputed()
+    plain = replace(s, problem=replace(s.problem, levers=()))
+    with pytest.raises(ValidationError, match="kind FC is not allowed"):
+        validate(plain)

@@ -12,6 +12,7 @@ from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.simulator import simulate
 
 from . import chunked, dualpipe, single, v_blocks
+from .recompute import needs_recompute, recomputing
 from .zb_auto import zb_auto, zb_auto_fits
 from .zb_v_auto import zb_v_auto, zb_v_auto_fits
 
@@ -75,6 +76,15 @@ BASELINES: dict[str, Baseline] = {
         Baseline("v-half", "V-Half", v_blocks.v_half, "vshape", (_needs_split,)),
         Baseline("dualpipe", "DualPipe", dualpipe.dualpipe, "bidirectional", (_needs_split, _needs_two_p_microbatches)),
         Baseline("dualpipev", "DualPipeV", dualpipe.dualpipe_v, "vshape", (_needs_split, _needs_two_p_microbatches)),
+        # with every microbatch recomputed, where the problem allows it
+        Baseline("1f1b-r", "1F1B + recompute", recomputing(single.one_f_one_b), "single", (needs_recompute,)),
+        Baseline("zb-h1-r", "ZB-H1 + recompute", recomputing(single.zb_h1), "single",
+                 (needs_recompute, _needs_split)),
+        Baseline("interleaved-r", "interleaved 1F1B + recompute", recomputing(chunked.interleaved_1f1b),
+                 "interleaved", (needs_recompute, _needs_whole_rounds)),
+        Baseline("interleaved-zb-r", "interleaved zero bubble + recompute", recomputing(chunked.interleaved_zb),
+                 "interleaved", (needs_recompute, _needs_split, _needs_whole_rounds_of_zb)),
+        Baseline("zb-v-r", "ZB-V + recompute", recomputing(chunked.zb_v), "vshape", (needs_recompute, _needs_split)),
     )
 }
 
@@ -90,10 +100,12 @@ def applicable(problem: Problem) -> list[str]:
 
 def left_out(problem: Problem) -> list[tuple[str, str]]:
     """The baselines made for the problem's placement that its other settings rule out
-    (too few microbatches, a fused backward), each with why: a table without them says so."""
+    (too few microbatches, a fused backward), each with why: a table without them says so.
+    Those that recompute are not missed where the problem allows no recomputation."""
     placement = problem.placement.split(":")[0]
     return [(name, reason) for name, b in BASELINES.items()
-            if b.placement == placement and (reason := b.refuses(problem)) is not None]
+            if b.placement == placement and (needs_recompute not in b.needs or "recompute" in problem.levers)
+            and (reason := b.refuses(problem)) is not None]
 
 
 def run_baseline(name: str, problem: Problem, graph: OpGraph | None = None) -> Schedule:

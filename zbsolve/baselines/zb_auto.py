@@ -60,7 +60,7 @@ class _Pass:
         self.free[j] = end
         if kind in "FB":
             self.ends[kind][j][i] = end
-        self.held[j] += change(kind, self.act[j], self.res[j])
+        self.held[j] += change(kind, self.act[j], self.res[j], 0.0)
         self.count[kind][j] += 1
         self.orders[j].append(Op(kind, 0, j, self.mbs[i]))
 

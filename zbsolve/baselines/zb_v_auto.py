@@ -39,7 +39,7 @@ class _VPass:
         self.mbs = list(pipe.microbatches)
         costs = [problem.stage_costs[s.cost] for s in pipe.stages]
         self.cost = {"F": [c.F for c in costs], "B": [c.B for c in costs], "W": [c.W for c in costs]}
-        self.memory = {kind: [change(kind, c.activation, c.residual) for c in costs] for kind in "FBW"}
+        self.memory = {kind: [change(kind, c.activation, c.residual, c.checkpoint) for c in costs] for kind in "FBW"}
         self.device = [s.device for s in pipe.stages]
         self.comm = problem.comm
         self.limit = (list(problem.memory_limit) if problem.memory_limit is not None

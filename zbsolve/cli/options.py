@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from zbsolve.errors import ProblemWarning, UsageError
 from zbsolve.problem import partition
+from zbsolve.problem.op_kinds import LEVERS
 from zbsolve.problem.placements import (
     MEMORY_HELP,
     PLACEMENT_HELP,
@@ -44,6 +45,10 @@ def add_problem_options(parser: argparse.ArgumentParser, several: bool = False) 
     group.add_argument("--memory", metavar="LIMIT",
                        help=f"per-device memory limit: {help_text(MEMORY_HELP)} (default none)")
     group.add_argument("--objective", default="makespan", choices=OBJECTIVES, help="what to minimise")
+    group.add_argument("--levers", metavar="LIST", default="",
+                       help=f"memory levers the solve may choose per stage and microbatch: {', '.join(LEVERS)} "
+                            "(recompute: a forward keeps only its --checkpoint and runs again, as R, before its "
+                            "backward); default none")
     add_partition_option(group)
 
 
@@ -63,6 +68,10 @@ def add_cost_options(group: argparse._ArgumentGroup) -> None:
                        help="memory one forward allocates per rank-stage (default 1)")
     group.add_argument("--residual", type=float, metavar="R",
                        help="memory held after B until W (default 0.5 x activation)")
+    group.add_argument("--recompute", type=float, metavar="T",
+                       help="time of a recomputation R per rank-stage (default: the forward's time)")
+    group.add_argument("--checkpoint", type=float, metavar="A",
+                       help="memory a recomputed forward keeps until its R (the stage's input; default 0)")
     group.add_argument("--fb-overlap", metavar="T|FRACTION",
                        help="duration of an overlapped F&B pair (DualPipe), between max(F, B + W) and "
                        "F + B + W (a pair absorbs its W), or as a share of F + B (80%%, 0.8x: the pair takes "
@@ -85,16 +94,25 @@ def _check_flag(name: str, value: float | None) -> None:
         return
     if not math.isfinite(value):
         raise UsageError(f"--{name} must be a finite number, got {value}")
-    if name in ("fb-overlap", "F") and value <= 0:  # a forward of no length: see StageCost.checked
+    if name in ("fb-overlap", "F", "recompute") and value <= 0:  # no length: see StageCost.checked
         raise UsageError(f"--{name} must be > 0, got {value:g}")
     if value < 0:
         raise UsageError(f"--{name} must be >= 0, got {value:g}")
 
 
 def check_cost_flags(args: argparse.Namespace) -> None:
-    for name in ("F", "B", "W", "comm", "activation", "residual"):
+    for name in ("F", "B", "W", "comm", "activation", "residual", "recompute", "checkpoint"):
         _check_flag(name, getattr(args, name))
     parse_fb_overlap(args.fb_overlap)
+
+
+def levers_from_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """`--levers` as names; an unknown one is refused with the list."""
+    names = tuple(part.strip().lower() for part in (getattr(args, "levers", "") or "").split(",") if part.strip())
+    unknown = [name for name in names if name not in LEVERS]
+    if unknown:
+        raise UsageError(f"--levers: unknown lever {unknown[0]!r}; choose from {', '.join(LEVERS)}")
+    return names
 
 
 def parse_fb_overlap(text: str | None) -> tuple[str, float] | None:
@@ -212,7 +230,7 @@ def problem_parts(args: argparse.Namespace, placement: str | None = None,
         split_backward=split, fb_overlap=fb_overlap, objective=args.objective,
         time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
         memory_unit_name=memory_unit_from_args(args, profile),
-        op_overhead=profile.op_overhead if profile else 0.0,
+        op_overhead=profile.op_overhead if profile else 0.0, levers=levers_from_args(args),
     )
 
 

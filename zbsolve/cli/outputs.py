@@ -51,6 +51,9 @@ def describe_problem(problem: Problem, placement_text: str | None = None) -> str
             per_device = ", ".join(f"{m:.4g}" for m in problem.memory_limit)
             memory = f"memory limits {per_device}{name} per device (the largest {relative})"
     overlap = "" if problem.fb_overlap is None else f", F&B overlap {problem.fb_overlap:g}"
+    if "recompute" in problem.levers:
+        overlap += (f", levers recompute (R={c.recompute_time:g} checkpoint={c.checkpoint:g} per stage)" if uniform
+                    else ", levers recompute")
     return (
         f"P={problem.devices} M={problem.microbatches} {placement_text or 'placement ' + problem.placement}, "
         f"{cost_text}, comm {problem.comm:g} {problem.time_unit}, {memory}{overlap}, objective {problem.objective}"

@@ -21,7 +21,8 @@ PARTITION_HELP = ("which layers each stage holds, for a profile that lists layer
                   "spread evenly, the embedding with the first stage and the head with the last; the default), "
                   "layers per stage in pipe order (4,5,5,4; V x P numbers for interleaved:V and vshape), or auto "
                   "(solve only: chosen with the schedule, with a bound over every split)")
-COST_FLAGS = ("F", "B", "W", "activation", "residual")  # the per-rank cost flags (options.py reads them too)
+# the per-rank cost flags (options.py reads them too)
+COST_FLAGS = ("F", "B", "W", "activation", "residual", "recompute", "checkpoint")
 
 
 def asks_auto(args: argparse.Namespace) -> bool:

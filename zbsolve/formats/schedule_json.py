@@ -21,7 +21,7 @@ COST_KEYS = ("F", "B", "W", "activation", "residual")
 FILE_KEYS = ("format", "version", "name", "problem", "devices", "metrics", "solver")
 PROBLEM_KEYS = ("devices", "microbatches", "time_unit", "placement", "split_backward", "fb_overlap", "comm",
                 "objective", "stage_costs", "pipes", "memory_limit", "memory_unit", "op_overhead", "profile",
-                "partition", "stage_modules")
+                "partition", "stage_modules", "levers")
 OP_KEYS = ("kind", "pipe", "stage", "microbatch", "start", "end", "overlap")
 METRIC_KEYS = ("makespan", "bubble_rate", "span", "span_bubble_rate", "busy", "peak_memory", "peak_memory_x")
 SOLVER_KEYS = ("name", "status", "objective", "bound", "gap", "wall_time_s", "time_limit_s", "message")
@@ -44,6 +44,8 @@ def problem_to_dict(problem: Problem) -> dict:
         "comm": problem.comm,
         "objective": problem.objective,
         "stage_costs": [{k: getattr(c, k) for k in COST_KEYS} | ({} if c.fused is None else {"BW": c.fused})
+                        | ({} if c.recompute is None else {"recompute": c.recompute})
+                        | ({"checkpoint": c.checkpoint} if c.checkpoint else {})
                         for c in problem.stage_costs],
         "pipes": [
             {
@@ -57,7 +59,8 @@ def problem_to_dict(problem: Problem) -> dict:
       | ({"op_overhead": problem.op_overhead} if problem.op_overhead else {}) \
       | ({"profile": problem.profile} if problem.profile else {}) \
       | ({"partition": list(problem.partition)} if problem.partition else {}) \
-      | ({"stage_modules": [list(m) for m in problem.stage_modules]} if problem.stage_modules else {})
+      | ({"stage_modules": [list(m) for m in problem.stage_modules]} if problem.stage_modules else {}) \
+      | ({"levers": list(problem.levers)} if problem.levers else {})
 
 
 def schedule_to_dict(schedule: Schedule) -> dict:
@@ -169,9 +172,12 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
     costs = []
     for j, c in enumerate(_list(_get(data, "stage_costs", where), f"{where}.stage_costs")):
         at = f"{where}.stage_costs[{j}]"
-        _known(c, (*COST_KEYS, "BW"), at)
+        _known(c, (*COST_KEYS, "BW", "recompute", "checkpoint"), at)
         fused = _number(c["BW"], f"{at}.BW") if isinstance(c, dict) and "BW" in c else None
-        costs.append(StageCost(**{k: _number(_get(c, k, at), f"{at}.{k}") for k in COST_KEYS}, fused=fused))
+        recompute = _number(c["recompute"], f"{at}.recompute") if isinstance(c, dict) and "recompute" in c else None
+        checkpoint = _number(c.get("checkpoint", 0.0), f"{at}.checkpoint") if isinstance(c, dict) else 0.0
+        costs.append(StageCost(**{k: _number(_get(c, k, at), f"{at}.{k}") for k in COST_KEYS}, fused=fused,
+                               recompute=recompute, checkpoint=checkpoint))
     pipes = []
     for q, p in enumerate(_list(_get(data, "pipes", where), f"{where}.pipes")):
         at = f"{where}.pipes[{q}]"
@@ -213,6 +219,8 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
                 tuple(_typed(m, (str,), f"{where}.stage_modules[][]", "a string")
                       for m in _list(names, f"{where}.stage_modules[]"))
                 for names in _list(data["stage_modules"], f"{where}.stage_modules")),
+            levers=tuple(_typed(lever, (str,), f"{where}.levers[]", "a string")
+                         for lever in _list(data.get("levers", []), f"{where}.levers")),
         )
     except ProblemError as error:
         raise ScheduleFileError(f"{where}: {error}") from None

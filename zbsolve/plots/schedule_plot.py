@@ -16,13 +16,16 @@ from zbsolve.problem.op_graph import OpGraph
 from zbsolve.problem.op_kinds import KINDS
 from zbsolve.schedule.schedule import Schedule
 
-COLOURS = {"F": "#4c78a8", "B": "#54a24b", "W": "#f58518", "BW": "#72b7b2"}
+# FC a lighter F (a forward that keeps only its checkpoint), R a purple of its own (recomputation)
+COLOURS = {"F": "#4c78a8", "B": "#54a24b", "W": "#f58518", "BW": "#72b7b2", "FC": "#9ecae9", "R": "#b279a2"}
 OTHER = "#9d755d"  # a kind without a colour of its own here
 
 
 def _order(kind: str) -> int:
     """Legend order: the table's."""
     return KINDS.index(kind) if kind in KINDS else len(KINDS)
+
+
 FORMATS = ("png", "svg", "pdf")
 
 

@@ -62,10 +62,11 @@ class OpGraph:
         check_size(problem)
         self.problem = problem
         costs = problem.stage_costs
-        time_values = [v for c in costs for v in (c.F, c.B, c.W, c.fused) if v is not None] + [problem.comm]
+        time_values = [v for c in costs for v in (c.F, c.B, c.W, c.fused, c.recompute) if v is not None]
+        time_values.append(problem.comm)
         if problem.fb_overlap is not None:
             time_values.append(problem.fb_overlap)
-        memory_values = [v for c in costs for v in (c.activation, c.residual)]
+        memory_values = [v for c in costs for v in (c.activation, c.residual, c.checkpoint)]
         # Values past the exact range would also overflow on the finer grids (1e308 x 10).
         if max(time_values) >= EXACT:
             raise ProblemError(_too_large("times", problem.time_unit))
@@ -79,9 +80,10 @@ class OpGraph:
         self.fb_overlap = None if problem.fb_overlap is None else self.ticks(problem.fb_overlap)
         self._durations = [{row.kind.value: self._ticks_of(c, row.duration) for row in TABLE.values()} for c in costs]
         self._memory = [
-            (self.memory_ticks(c.activation), self.memory_ticks(c.residual)) for c in costs
+            (self.memory_ticks(c.activation), self.memory_ticks(c.residual), self.memory_ticks(c.checkpoint))
+            for c in costs
         ]
-        for k, (c, ticks, (activation, _)) in enumerate(zip(costs, self._durations, self._memory)):
+        for k, (c, ticks, (activation, _, _)) in enumerate(zip(costs, self._durations, self._memory)):
             # Amounts below the grid's resolution would vanish: the solvers would see no work, or no memory.
             if ticks["F"] == 0:  # a forward of no length: see StageCost.checked
                 raise ProblemError(
@@ -128,6 +130,8 @@ class OpGraph:
             if cost.fused is not None and not self.problem.split_backward:
                 return self.ticks(cost.fused)
             return self.ticks(cost.B) + self.ticks(cost.W)
+        if field == "recompute":
+            return self.ticks(cost.recompute_time)
         return self.ticks(getattr(cost, field))
 
     def ticks(self, value: float) -> int:
@@ -153,9 +157,14 @@ class OpGraph:
 
     def memory_effect(self, op: Op) -> tuple[int, int]:
         """(amount allocated at the op's start, amount released at its end), in memory ticks."""
-        activation, residual = self._memory[self.problem.pipes[op.pipe].stages[op.stage].cost]
+        activation, residual, checkpoint = self._memory[self.problem.pipes[op.pipe].stages[op.stage].cost]
         row = TABLE[op.kind]
-        return amount(row.allocates, activation, residual), amount(row.frees, activation, residual)
+        return (amount(row.allocates, activation, residual, checkpoint),
+                amount(row.frees, activation, residual, checkpoint))
+
+    def stage_memory(self, pipe: int, stage: int) -> tuple[int, int, int]:
+        """(activation, residual, checkpoint) of a stage, in memory ticks."""
+        return self._memory[self.problem.pipes[pipe].stages[stage].cost]
 
     def backward_kinds(self, split: bool | None = None) -> tuple[str, ...]:
         split = self.problem.split_backward if split is None else split
@@ -177,9 +186,8 @@ class OpGraph:
         stages = self.problem.pipes[pipe].stages
         return 0 if stages[a].device == stages[b].device else self.comm
 
-    def produces(self, op: Op) -> Event | None:
-        event = TABLE[op.kind].produces
-        return None if event is None else (event, op.pipe, op.stage, op.microbatch)
+    def produces(self, op: Op) -> tuple[Event, ...]:
+        return tuple((event, op.pipe, op.stage, op.microbatch) for event in TABLE[op.kind].produces)
 
     def requirements(self, op: Op) -> list[tuple[Event, int]]:
         """Events the op waits for, each with the delay after it (docs/design.md, "Dependencies")."""
@@ -187,6 +195,8 @@ class OpGraph:
         stages = len(self.problem.pipes[q].stages)
         found = []
         for wait in TABLE[op.kind].waits:
+            if wait.lever is not None and wait.lever not in self.problem.levers:
+                continue
             at: Wait | None = wait
             while at is not None and not 0 <= k + at.offset < stages:
                 at = at.otherwise

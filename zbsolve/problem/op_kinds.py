@@ -23,17 +23,25 @@ class Kind(str, Enum):
     B = "B"  # backward for the input gradient
     W = "W"  # backward for the weight gradient
     BW = "BW"  # the whole backward, fused
+    FC = "FC"  # forward that keeps only its checkpoint (the recompute lever)
+    R = "R"  # recomputation: the forward run again from the checkpoint, before the backward
+
+
+LEVERS = ("recompute",)  # memory levers a problem may let its schedules use (docs/design.md, "Memory levers")
 
 
 @dataclass(frozen=True)
 class Wait:
-    """An op waits for `event` ("F": a forward's output, "I": an input gradient) of the same
-    microbatch at the stage `offset` from its own in the pipe (-1 the one before, 0 its own,
-    +1 the one after); where that stage does not exist, for `otherwise` (None: nothing)."""
+    """An op waits for `event` ("F": a forward's output, "I": an input gradient, "A": the
+    stage's whole activation on the device) of the same microbatch at the stage `offset` from
+    its own in the pipe (-1 the one before, 0 its own, +1 the one after); where that stage
+    does not exist, for `otherwise` (None: nothing). A wait with a `lever` holds only in
+    problems that allow that lever (without it the activation is always the forward's)."""
 
     event: str
     offset: int
     otherwise: Wait | None = None
+    lever: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,69 +50,95 @@ class KindRow:
     # Its duration: the stage's cost field of that name; BW is the fused time where the
     # problem fuses the backward and the costs give one, else B + W (so that bounds hold).
     duration: str
-    # Memory as (activations, residuals) of its stage's cost record, in multiples of each:
-    # allocated at its start and freed at its end. Over the kinds a microbatch runs through
-    # a stage (F, B, W; or F, BW) they sum to zero.
-    allocates: tuple[int, int]
-    frees: tuple[int, int]
+    # Memory as (activation, residual, checkpoint) of its stage's cost record, in multiples of
+    # each: allocated at its start and freed at its end. Over the kinds a microbatch runs
+    # through a stage (one of `ways`) they sum to zero.
+    allocates: Coefficients
+    frees: Coefficients
     resource: str  # "compute": the device's one compute stream
     torch: str | None  # its action in torch's schedule CSV (_ComputationType), None: torch has none
-    produces: str | None  # the event other ops wait for: "F", "I", or None
+    produces: tuple[str, ...]  # the events other ops wait for: "F", "I", "A"
     waits: tuple[Wait, ...]
     # B and W exist only where the backward is split; F and BW anywhere (1F1B runs a BW on a
     # split problem, timed B + W)
     split_only: bool
+    lever: str | None = None  # the memory lever it belongs to; None: every problem has it
 
 
-_BACKWARD_WAIT = Wait("I", +1, otherwise=Wait("F", 0))  # the next stage's input gradient; the last stage its own F
+Coefficients = tuple[int, int, int]  # of (activation, residual, checkpoint)
+_BACKWARD_WAITS = (
+    Wait("I", +1, otherwise=Wait("F", 0)),  # the next stage's input gradient; the last stage its own F
+    Wait("A", 0, lever="recompute"),  # its activation back on the device
+)
 
 TABLE: dict[str, KindRow] = {  # keyed by Kind; a str enum, so the text form finds a row too
-    Kind.F: KindRow(Kind.F, "F", allocates=(1, 0), frees=(0, 0), resource="compute", torch="F", produces="F",
-                    waits=(Wait("F", -1),), split_only=False),
-    Kind.B: KindRow(Kind.B, "B", allocates=(0, 0), frees=(1, -1), resource="compute", torch="I", produces="I",
-                    waits=(_BACKWARD_WAIT,), split_only=True),
-    Kind.W: KindRow(Kind.W, "W", allocates=(0, 0), frees=(0, 1), resource="compute", torch="W", produces=None,
-                    waits=(Wait("I", 0),), split_only=True),
-    Kind.BW: KindRow(Kind.BW, "BW", allocates=(0, 0), frees=(1, 0), resource="compute", torch="B",
-                     produces="I",
-                     waits=(_BACKWARD_WAIT,), split_only=False),
+    Kind.F: KindRow(Kind.F, "F", allocates=(1, 0, 0), frees=(0, 0, 0), resource="compute", torch="F",
+                    produces=("F", "A"), waits=(Wait("F", -1),), split_only=False),
+    Kind.B: KindRow(Kind.B, "B", allocates=(0, 0, 0), frees=(1, -1, 0), resource="compute", torch="I",
+                    produces=("I",), waits=_BACKWARD_WAITS, split_only=True),
+    Kind.W: KindRow(Kind.W, "W", allocates=(0, 0, 0), frees=(0, 1, 0), resource="compute", torch="W",
+                    produces=(), waits=(Wait("I", 0),), split_only=True),
+    Kind.BW: KindRow(Kind.BW, "BW", allocates=(0, 0, 0), frees=(1, 0, 0), resource="compute", torch="B",
+                     produces=("I",), waits=_BACKWARD_WAITS, split_only=False),
+    # the recompute lever: the forward keeps its checkpoint; R allocates the rest of the activation
+    Kind.FC: KindRow(Kind.FC, "F", allocates=(0, 0, 1), frees=(0, 0, 0), resource="compute", torch=None,
+                     produces=("F",), waits=(Wait("F", -1),), split_only=False, lever="recompute"),
+    Kind.R: KindRow(Kind.R, "recompute", allocates=(1, 0, -1), frees=(0, 0, 0), resource="compute", torch=None,
+                    produces=("A",), waits=(Wait("F", 0),), split_only=False, lever="recompute"),
 }
 KINDS = tuple(row.kind.value for row in TABLE.values())  # text forms, in the table's order
 
 
 def kinds_of(split: bool) -> tuple[str, ...]:
-    """The kinds the solvers' models give a microbatch at a stage: F then B and W, or F then BW."""
-    return tuple(row.kind.value for row in TABLE.values()
-                 if (row.split_only if split else not row.split_only) or row.kind == Kind.F)
+    """The kinds the solvers' models give a microbatch at a stage without levers: F then B and
+    W, or F then BW."""
+    return tuple(row.kind.value for row in TABLE.values() if row.lever is None
+                 and ((row.split_only if split else not row.split_only) or row.kind == Kind.F))
 
 
-def kinds_allowed(split: bool) -> tuple[str, ...]:
+def check_levers(levers: tuple[str, ...]) -> None:
+    unknown = [lever for lever in levers if lever not in LEVERS]
+    if unknown:
+        raise ValueError(f"unknown lever {unknown[0]!r}; the levers are {', '.join(LEVERS)}")
+
+
+def kinds_allowed(split: bool, levers: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The kinds a problem's schedules may hold: where the backward is split, a fused one too
-    (1F1B as a runtime runs it, timed B + W)."""
-    return tuple(row.kind.value for row in TABLE.values() if split or not row.split_only)
+    (1F1B as a runtime runs it, timed B + W); the kinds of the levers it allows."""
+    return tuple(row.kind.value for row in TABLE.values()
+                 if (split or not row.split_only) and (row.lever is None or row.lever in levers))
 
 
-def ways(split: bool) -> tuple[tuple[str, ...], ...]:
-    """The sets of kinds that can take one microbatch through a stage, fused first."""
-    return (kinds_of(False), kinds_of(True)) if split else (kinds_of(False),)
+def ways(split: bool, levers: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ...]:
+    """The sets of kinds that can take one microbatch through a stage, fused first; with the
+    recompute lever, each also with the forward that keeps its checkpoint and an R."""
+    plain = (kinds_of(False), kinds_of(True)) if split else (kinds_of(False),)
+    if "recompute" not in levers:
+        return plain
+    return plain + tuple(recomputed(way) for way in plain)
+
+
+def recomputed(way: tuple[str, ...]) -> tuple[str, ...]:
+    """A way with its forward recomputed: FC, R, then the backward kinds."""
+    return (Kind.FC.value, Kind.R.value) + way[1:]
 
 
 def allocates(kind: str) -> bool:
-    return TABLE[kind].allocates != (0, 0)
+    return TABLE[kind].allocates != (0, 0, 0)
 
 
 def frees(kind: str) -> bool:
-    return TABLE[kind].frees != (0, 0)
+    return TABLE[kind].frees != (0, 0, 0)
 
 
 @dataclass(frozen=True)
 class Hold:
     """Memory a microbatch holds at a stage from the start of its `taken` op to the end of its
-    `given` op, in multiples of the stage's (activation, residual)."""
+    `given` op, in multiples of the stage's (activation, residual, checkpoint)."""
 
     taken: str
     given: str
-    coefficients: tuple[int, int]
+    coefficients: Coefficients
 
 
 @cache
@@ -122,23 +156,49 @@ def holds(split: bool) -> tuple[Hold, ...]:
 
 @cache
 def producer(event: str, split: bool) -> str:
-    """The kind that produces `event` ("F", "I") where the backward is split or fused: the
-    input gradient is B's, or BW's."""
-    return next(k for k in kinds_of(split) if TABLE[Kind(k)].produces == event)
+    """The kind that produces `event` ("F", "I", "A") without levers where the backward is split
+    or fused: the input gradient is B's, or BW's."""
+    return next(k for k in kinds_of(split) if event in TABLE[Kind(k)].produces)
 
 
 Amount = TypeVar("Amount", int, float)  # memory ticks in the models, the user's unit in the greedy baselines
 
 
-def amount(coefficients: tuple[int, int], activation: Amount, residual: Amount) -> Amount:
+def amount(coefficients: Coefficients, activation: Amount, residual: Amount, checkpoint: Amount) -> Amount:
     """An allocation or release of the table in the stage's own amounts."""
-    return coefficients[0] * activation + coefficients[1] * residual
+    return coefficients[0] * activation + coefficients[1] * residual + coefficients[2] * checkpoint
 
 
-def change(kind: str, activation: Amount, residual: Amount) -> Amount:
+def change(kind: str, activation: Amount, residual: Amount, checkpoint: Amount) -> Amount:
     """How much an op of `kind` leaves its device holding more (less, if negative) once it has run."""
     row = TABLE[kind]
-    return amount(row.allocates, activation, residual) - amount(row.frees, activation, residual)
+    return (amount(row.allocates, activation, residual, checkpoint)
+            - amount(row.frees, activation, residual, checkpoint))
+
+
+def way_holds(way: tuple[str, ...], activation: Amount, residual: Amount,
+              checkpoint: Amount) -> list[tuple[str, str, Amount]]:
+    """One way's memory as intervals with non-negative amounts, for cumulative models:
+    (kind from whose start, kind to whose end, amount). The way's ops run in order; each
+    allocation is pushed, and each release takes back from the latest allocations first, so
+    the intervals' amounts at any time sum to what the microbatch holds then."""
+    pushed: list[list] = []  # [kind, amount not yet given back]
+    found: list[tuple[str, str, Amount]] = []
+    for kind in way:
+        row = TABLE[kind]
+        up = amount(row.allocates, activation, residual, checkpoint)
+        if up > 0:
+            pushed.append([kind, up])
+        down = amount(row.frees, activation, residual, checkpoint)
+        while down > 0 and pushed:
+            top = pushed[-1]
+            taken = min(top[1], down)
+            found.append((top[0], kind, taken))
+            top[1] -= taken
+            down -= taken
+            if top[1] == 0:
+                pushed.pop()
+    return found
 
 
 @dataclass(frozen=True, order=True)

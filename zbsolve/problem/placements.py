@@ -183,6 +183,7 @@ def build_problem(
     first_stage: Mapping[str, float] | None = None,
     op_overhead: float = 0.0,
     per_stage: bool = False,
+    levers: Sequence[str] = (),
 ) -> Problem:
     """Build a Problem from a named placement and one cost record per rank-stage.
 
@@ -220,7 +221,7 @@ def build_problem(
         devices=devices, microbatches=microbatches, stage_costs=tuple(stage_costs),
         pipes=pipes, comm=comm, split_backward=split_backward, fb_overlap=fb_overlap,
         objective=objective, time_unit=time_unit, placement=where.name, memory_unit_name=memory_unit_name,
-        op_overhead=overhead,
+        op_overhead=overhead, levers=tuple(levers),
     )
     if memory is None:
         return Problem(**common)

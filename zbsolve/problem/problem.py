@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from zbsolve.errors import ProblemError, ProblemWarning
+from zbsolve.problem.op_kinds import LEVERS, check_levers
 
 OBJECTIVES = ("makespan", "span")
 
@@ -59,22 +60,37 @@ class StageCost:
     activation: float = 1.0
     residual: float = 0.5
     fused: float | None = None  # a fused backward's own time ("BW" in files), where it is not B + W
+    # the recompute lever (docs/design.md, "Memory levers"): R's time (None: the F's) and what
+    # a recomputed forward keeps until its R (the stage's input, or a profile's measure)
+    recompute: float | None = None
+    checkpoint: float = 0.0
+
+    @property
+    def recompute_time(self) -> float:
+        return self.F if self.recompute is None else self.recompute
 
     def checked(self, where: str) -> StageCost:
         values = {k: check_number(f"{where}.{k}", getattr(self, k)) for k in ("F", "B", "W")}
         if self.fused is not None:
             values["fused"] = check_number(f"{where}.BW", self.fused)
+        if self.recompute is not None:  # > 0: like an F, an R takes memory at its start
+            values["recompute"] = check_number(f"{where}.recompute", self.recompute, strict=True)
         activation = check_number(f"{where}.activation", self.activation)
         residual = check_number(f"{where}.residual", self.residual)
         if residual > activation:
             raise ProblemError(
                 f"{where}.residual must be <= activation ({activation:g}), got {residual:g}"
             )
+        checkpoint = check_number(f"{where}.checkpoint", self.checkpoint)
+        if checkpoint > activation:
+            raise ProblemError(
+                f"{where}.checkpoint must be <= activation ({activation:g}), got {checkpoint:g}"
+            )
         if values["F"] == 0:
             # A forward of no length would take its memory at an instant other ops of no
             # length share: their order would decide the peak, which the models cannot see.
             raise ProblemError(f"{where}.F must be > 0, got 0")
-        return StageCost(**values, activation=activation, residual=residual)
+        return StageCost(**values, activation=activation, residual=residual, checkpoint=checkpoint)
 
     def backward_time(self, split_backward: bool) -> float:
         """A fused backward's (BW's) time: its own where the problem fuses B and W and one is
@@ -83,20 +99,27 @@ class StageCost:
         return self.fused if self.fused is not None and not split_backward else self.B + self.W
 
     def time(self, kind: str, split_backward: bool) -> float:
-        """An op's time by kind (F, B, W or BW) in a problem that does or does not split B and W."""
-        return self.backward_time(split_backward) if kind == "BW" else getattr(self, kind)
+        """An op's time by kind (F, B, W, BW, FC or R) in a problem that does or does not split B and W."""
+        if kind == "BW":
+            return self.backward_time(split_backward)
+        if kind == "R":
+            return self.recompute_time
+        return self.F if kind == "FC" else getattr(self, kind)
 
     def with_overhead(self, overhead: float) -> StageCost:
         """Each op's time plus a runtime's per-op overhead; a fused backward is one op, so it
         gets one overhead where B and W get one each."""
         fused = self.fused if self.fused is not None else self.B + self.W
-        return replace(self, F=self.F + overhead, B=self.B + overhead, W=self.W + overhead, fused=fused + overhead)
+        return replace(self, F=self.F + overhead, B=self.B + overhead, W=self.W + overhead, fused=fused + overhead,
+                       recompute=None if self.recompute is None else self.recompute + overhead)
 
     def scaled(self, factor: float) -> StageCost:
         return StageCost(
             self.F * factor, self.B * factor, self.W * factor,
             self.activation * factor, self.residual * factor,
             None if self.fused is None else self.fused * factor,
+            None if self.recompute is None else self.recompute * factor,
+            self.checkpoint * factor,
         )
 
 
@@ -134,6 +157,8 @@ class Problem:
     fb_overlap: float | None = None
     objective: str = "makespan"
     time_unit: str = "ms"
+    # the memory levers its schedules may use (op_kinds.LEVERS; docs/design.md, "Memory levers")
+    levers: tuple[str, ...] = ()
     placement: str = field(default="custom", compare=False)
     memory_unit_name: str | None = field(default=None, compare=False)  # what activation amounts count: GB, MB
     # the share of every op's time in stage_costs that is a runtime's per-op overhead; read
@@ -189,6 +214,14 @@ class Problem:
             )
         if self.objective not in OBJECTIVES:
             raise ProblemError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        levers = tuple(self.levers) if isinstance(self.levers, (list, tuple)) else None
+        if levers is None or not all(isinstance(lever, str) for lever in levers):
+            raise ProblemError(f"levers must be a list of names, got {self.levers!r}")
+        try:
+            check_levers(levers)
+        except ValueError as bad:
+            raise ProblemError(str(bad)) from None
+        object.__setattr__(self, "levers", tuple(sorted(set(levers), key=LEVERS.index)))
         if not isinstance(self.split_backward, bool):
             raise ProblemError(f"split_backward must be true or false, got {self.split_backward!r}")
         self._check_partition()

@@ -79,6 +79,10 @@ class Schedule:
     def with_solver(self, solver: SolverInfo, name: str | None = None) -> Schedule:
         return replace(self, solver=solver, name=name or self.name)
 
+    def recomputed(self) -> int:
+        """How many microbatch-stages it recomputes (its R ops: the recompute lever)."""
+        return sum(1 for ops in self.devices for t in ops if t.op.kind == "R")
+
     def over_memory_limit(self) -> list[int]:
         """Devices whose peak exceeds the problem's memory limit (tolerance 1e-9 relative)."""
         limit = self.problem.memory_limit

@@ -24,7 +24,7 @@ def check_orders(graph: OpGraph, orders: Sequence[Sequence[Slot]]) -> None:
     problem = graph.problem
     if len(orders) != problem.devices:
         raise ScheduleError(f"need an order for each of {problem.devices} devices, got {len(orders)}")
-    allowed = set(kinds_allowed(problem.split_backward))
+    allowed = set(kinds_allowed(problem.split_backward, problem.levers))
     seen: set[Op] = set()
     for d, order in enumerate(orders):
         for slot in order:
@@ -66,10 +66,11 @@ def _check_pair(graph: OpGraph, slot: Slot, device: int) -> None:
 
 
 def _check_complete(graph: OpGraph, seen: set[Op]) -> None:
-    """Each microbatch runs through each stage one of the table's ways (F, BW or F, B, W)."""
-    split = graph.problem.split_backward
-    options = [set(way) for way in ways(split)]
-    allowed = kinds_allowed(split)
+    """Each microbatch runs through each stage one of the table's ways (F, BW or F, B, W; with
+    the recompute lever also FC, R, BW or FC, R, B, W)."""
+    split, levers = graph.problem.split_backward, graph.problem.levers
+    options = [set(way) for way in ways(split, levers)]
+    allowed = kinds_allowed(split, levers)
     for q, pipe in enumerate(graph.problem.pipes):
         for k in range(len(pipe.stages)):
             for i in pipe.microbatches:
@@ -80,9 +81,9 @@ def _check_complete(graph: OpGraph, seen: set[Op]) -> None:
                 if not holding:  # parts of two ways: name what the fullest one leaves over
                     way = max(options, key=lambda w: len(here & w))
                     extra = next(kind for kind in allowed if kind in here - way)
-                    every_way = options[0].intersection(*options[1:])  # F
-                    others = " and ".join(kind for kind in allowed if kind in (here & way) - every_way)
-                    one_way = " or ".join(", ".join(w) for w in ways(split))
+                    forwards = {w[0] for w in ways(split, levers)}  # every way has one
+                    others = " and ".join(kind for kind in allowed if kind in (here & way) - forwards)
+                    one_way = " or ".join(", ".join(w) for w in ways(split, levers))
                     raise ScheduleError(f"{Op(extra, q, k, i).describe()} also has {others}: a microbatch runs "
                                         f"through a stage one way ({one_way})")
                 way = max(holding, key=lambda w: len(here & w))  # the first of equals: the fused way
@@ -117,7 +118,7 @@ def _deadlock_message(graph: OpGraph, orders, position, done) -> str:
                 for event, _ in graph.requirements(op):
                     if event not in done:
                         kind, q, k, i = event
-                        need = "forward" if kind == "F" else "input gradient"
+                        need = {"F": "forward", "I": "input gradient", "A": "recomputed activation"}[kind]
                         return (
                             f"the order cannot run: device {d} is stuck at {op.describe()}, "
                             f"which waits for the {need} of pipe {q} stage {k} microbatch {i} "

@@ -25,13 +25,13 @@ class DeadlockError(Exception):
 def earliest_times(
     orders: Sequence[Sequence[Slot]],
     requires: Callable[[Op], Iterable[tuple[Hashable, int]]],
-    produces: Callable[[Op], Hashable | None],
+    produces: Callable[[Op], Iterable[Hashable]],
     length: Callable[[Slot], int],
     release: Mapping[Op, int] | None = None,
 ) -> list[list[TimedSlot]]:
     """Each device's slots with their start and end. `requires(op)`: the results an op waits
-    for, each with the delay after it; `produces(op)`: the result its end makes available, or
-    None; `release`: earliest starts. Raises DeadlockError when the orders deadlock.
+    for, each with the delay after it; `produces(op)`: the results its end makes available;
+    `release`: earliest starts. Raises DeadlockError when the orders deadlock.
 
     Event-driven: a device whose next slot waits for a result is woken when that result is
     produced, so the work grows with the ops, not with devices times rounds."""
@@ -64,8 +64,7 @@ def earliest_times(
                 start = max(start, max(release.get(op, 0) for op in slot))
             end = start + length(slot)
             for op in slot:
-                key = produces(op)
-                if key is not None:
+                for key in produces(op):
                     done[key] = end
                     awake.extend(waiting.pop(key, ()))
             timed[d].append((slot, start, end))

@@ -36,21 +36,28 @@ def _name(t: TimedOp, device: int) -> str:
 
 def needs(kind: str, stage: int, stages: int) -> list[tuple[tuple[str, ...], int]]:
     """What an op of `kind` at `stage` of a pipe of `stages` waits for: (kinds, stage) pairs,
-    any one of the kinds of that stage and the same microbatch having ended."""
-    if kind == "F":
-        return [] if stage == 0 else [(("F",), stage - 1)]
+    any one of the kinds of that stage and the same microbatch having ended. (A backward
+    whose microbatch was recomputed also waits for that R: see `_Checker.dependencies`.)"""
+    if kind in ("F", "FC"):  # FC: a forward that keeps only its checkpoint
+        return [] if stage == 0 else [(("F", "FC"), stage - 1)]
+    if kind == "R":  # recomputation: after its own forward
+        return [(("FC",), stage)]
     if kind == "W":
         return [(("B",), stage)]
     if stage == stages - 1:  # B or BW of the last stage: after its own forward
-        return [(("F",), stage)]
+        return [(("F", "FC"), stage)]
     return [(("B", "BW"), stage + 1)]
 
 
-def memory_change(kind: str, activation: float, residual: float) -> tuple[float, float]:
-    """(allocated at the op's start, released at its end): F holds its activation; B frees
-    all but the residual, W the residual, BW all of it."""
+def memory_change(kind: str, activation: float, residual: float, checkpoint: float = 0.0) -> tuple[float, float]:
+    """(allocated at the op's start, released at its end): F holds its activation, FC only its
+    checkpoint and its R the rest; B frees all but the residual, W the residual, BW all of it."""
     if kind == "F":
         return activation, 0.0
+    if kind == "FC":
+        return checkpoint, 0.0
+    if kind == "R":
+        return activation - checkpoint, 0.0
     return 0.0, {"B": activation - residual, "W": residual, "BW": activation}[kind]
 
 
@@ -86,7 +93,8 @@ class _Checker:
             raise ValidationError(
                 f"schedule lists {len(self.schedule.devices)} devices, problem has {problem.devices}"
             )
-        allowed = {"F", "BW"} | ({"B", "W"} if problem.split_backward else set())
+        allowed = {"F", "BW"} | ({"B", "W"} if problem.split_backward else set()) \
+            | ({"FC", "R"} if "recompute" in problem.levers else set())
         for d, ops in enumerate(self.schedule.devices):
             for t in ops:
                 op = t.op
@@ -106,10 +114,15 @@ class _Checker:
         for q, pipe in enumerate(problem.pipes):
             for k in range(len(pipe.stages)):
                 for i in pipe.microbatches:
-                    present = {kind for kind in ("F", "B", "W", "BW") if (kind, q, k, i) in self.where}
+                    present = {kind for kind in ("F", "B", "W", "BW", "FC", "R") if (kind, q, k, i) in self.where}
                     name = f"pipe {q} stage {k} microbatch {i}"
-                    if "F" not in present:
+                    if "F" not in present and "FC" not in present:
                         raise ValidationError(f"F {name} is missing")
+                    if {"F", "FC"} <= present:
+                        raise ValidationError(f"{name} has both an F and an FC (a recomputed forward)")
+                    if ("FC" in present) != ("R" in present):
+                        raise ValidationError(f"{'R' if 'FC' in present else 'FC'} {name} is missing: a recomputed "
+                                              "forward (FC) and its recomputation (R) come together")
                     if "BW" in present and present & {"B", "W"}:
                         raise ValidationError(f"{name} has both a fused BW and a split B/W")
                     for kind in ("B", "W"):
@@ -170,7 +183,10 @@ class _Checker:
                 op = t.op
                 stages = problem.pipes[op.pipe].stages
                 q, k, i = op.pipe, op.stage, op.microbatch
-                for kinds, stage in needs(op.kind, k, len(stages)):
+                waits = needs(op.kind, k, len(stages))
+                if op.kind in ("B", "BW") and ("R", q, k, i) in self.where:
+                    waits.append((("R",), k))  # its activation is back only once R has run
+                for kinds, stage in waits:
                     pred, pred_device = next(
                         self.where[(kind, q, stage, i)] for kind in kinds if (kind, q, stage, i) in self.where
                     )
@@ -189,9 +205,9 @@ class _Checker:
         events = []  # (time, allocation?, change in memory, change in forwards holding, op)
         for t in ops:
             c = self.cost(t)
-            allocated, released = memory_change(t.op.kind, c.activation, c.residual)
-            if t.op.kind == "F":  # a forward starts holding; W and BW end the hold
-                events.append((t.start, 1, allocated, 1, t))
+            allocated, released = memory_change(t.op.kind, c.activation, c.residual, c.checkpoint)
+            if t.op.kind in ("F", "FC", "R"):  # a forward starts holding (R adds to it); W and BW end the hold
+                events.append((t.start, 1, allocated, 0 if t.op.kind == "R" else 1, t))
             else:
                 events.append((t.end, 0, -released, 0 if t.op.kind == "B" else -1, t))
         events.sort(key=lambda e: (e[0], e[1]))

@@ -14,6 +14,7 @@ from zbsolve.problem.op_graph import OpGraph
 from zbsolve.problem.problem import Problem
 from zbsolve.problem.size import check_size
 from zbsolve.schedule.schedule import Schedule, SolverInfo
+from zbsolve.schedule.simulator import simulate
 from zbsolve.schedule.validator import validate
 
 from . import (
@@ -30,6 +31,7 @@ from .view import build_view
 from .warm_start import best_fitting_baseline, hint_from, starter_schedule
 
 MIN_BACKEND_S = 1.0  # the backend's least time, however long the starting schedules took
+LEVERS_PLAIN_SHARE = 0.3  # of a lever solve's limit: the solve without levers that starts it
 START_MEETS_BOUND = "the starting schedule meets the lower bound"  # no backend ran
 
 
@@ -123,11 +125,17 @@ def solve(
     if stop is not None:
         state.stop = stop
     warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
+    if problem.levers and warm_start:
+        warm, spent = _without_levers(problem, graph, settings, stop, warm)
+        if not settings.deterministic:
+            settings = replace(settings, limit=max(MIN_BACKEND_S, time_limit - spent))
     bound = data.value(state.lower_bound())
     # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler
     # finds a shorter one: the pair searches did better from it (docs/solving.md).
     paired_start = problem.fb_overlap is not None and warm is not None
-    if warm_start and not backend.makes_starts and not paired_start and not _meets(warm, bound):
+    # The list scheduler does not choose levers: with them the solve starts from the baselines.
+    if warm_start and not backend.makes_starts and not paired_start and not problem.levers \
+            and not _meets(warm, bound):
         found = starter_schedule(graph, data, settings, state)
         if found is not None and (warm is None or found.value < warm.value):
             warm = found
@@ -143,7 +151,8 @@ def solve(
                                 message="interrupted before the search began")
         return _finish(problem, graph, data, settings, state, backend.name, _noted(stopped, fallback), warm, began)
     if warm is not None:
-        hint, state.hint_pairs = hint_from(warm, data)
+        hint, state.hint_pairs = hint_from(warm, data) if not problem.levers else (
+            {t.op: graph.ticks(t.start) // data.unit for ops in warm.devices for t in ops}, set())
         state.hint = hint or None
         # Only a better schedule is of use: the starting one bounds the objective.
         state.take_incumbent(-(-graph.ticks(warm.value) // data.unit))
@@ -154,6 +163,23 @@ def solve(
     clocked = not settings.deterministic or not backend.work_limited
     result = run_in_thread(backend.run, data, budget, state, clocked)
     return _finish(problem, graph, data, settings, state, backend.name, _noted(result, fallback), warm, began)
+
+
+def _without_levers(problem: Problem, graph: OpGraph, settings: RunSettings, stop,
+                    warm: Schedule | None) -> tuple[Schedule | None, float]:
+    """The problem solved without its levers for LEVERS_PLAIN_SHARE of the limit: its schedule
+    is one of the levers' too, so the lever model starts no worse than the plain solve
+    (docs/solving.md, "Memory levers"). Returns the better start and the seconds spent."""
+    began = time.monotonic()
+    try:
+        plain = solve(replace(problem, levers=()), time_limit=LEVERS_PLAIN_SHARE * settings.limit,
+                      workers=settings.workers, seed=settings.seed, stop=stop,
+                      deterministic=settings.deterministic)
+    except (InfeasibleError, SolverError):  # no schedule without levers (or none found): the levers may fit
+        return warm, time.monotonic() - began
+    found = simulate(graph, plain.order(), "solved without levers")
+    better = found if warm is None or found.value < warm.value else warm
+    return better, time.monotonic() - began
 
 
 def _timed_from(began: float, progress: Progress | None) -> Progress | None:

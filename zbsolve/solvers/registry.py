@@ -107,6 +107,10 @@ def backend_for(problem: Problem, name: str) -> tuple[Backend, str | None]:
     if size <= backend.size_limit:
         return backend, None
     if backend.above_limit is not None and registered(backend.above_limit):
+        reason = get(backend.above_limit).refuses(problem)
+        if reason is not None:
+            raise SizeError(f"{describe_shape(problem)} are above the {name} model limit of {backend.size_limit:,} "
+                            f"{backend.size_unit}, and {reason}")
         note = (f"{size:,} {backend.size_unit} are above the {name} model limit of {backend.size_limit:,}: "
                 f"answered by the {backend.above_limit} backend")
         return get(backend.above_limit), note

@@ -3,7 +3,7 @@ simulator with the exact costs (docs/design.md, "Time")."""
 
 from __future__ import annotations
 
-from zbsolve.problem.op_graph import Op, OpGraph
+from zbsolve.problem.op_graph import KINDS, Op, OpGraph
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.simulator import simulate
 
@@ -27,6 +27,15 @@ def device_orders(result: BackendResult, data: ProblemView) -> list[list[tuple[O
     """Per-device slots in start order; a pair becomes one (F, B or BW) slot, and a split
     backward whose W the pair absorbed runs as the fused BW."""
     starts = _starts(result)
+    if data.lever_graph is not None:  # the ops it chose: FC and R where it recomputes
+        graph = data.lever_graph
+        by_device: list[list[Op]] = [[] for _ in data.device_ops]
+        for op in starts:
+            by_device[graph.device(op)].append(op)
+        # at one start an op of no length runs first; the table's order breaks other ties
+        return [[(op,) for op in sorted(ops, key=lambda op: (starts[op], graph.duration(op) > 0, KINDS.index(op.kind),
+                                                             op.pipe, op.stage, op.microbatch))]
+                for ops in by_device]
     partner = partners(result.pairs)
     absorbed = {b.with_kind("W") for _, b in result.pairs}
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import overload
 
 from zbsolve.problem.op_graph import Op, OpGraph
+from zbsolve.problem.problem import Problem
 
 from .implied_edges import implied_edges, model_takes_memory_edges
 
@@ -45,6 +46,9 @@ class ProblemView:
     # The same problem with the memory edges the models leave out (see `implied_edges`), whose
     # heads and tails only the static bound reads.
     bound_view: ProblemView | None = field(default=None, repr=False)
+    # Where the problem allows memory levers: its own graph; this view is then its relaxation
+    # (`lever_relaxation`), whose bounds, heads and tails hold for every schedule with levers.
+    lever_graph: OpGraph | None = field(default=None, repr=False)
 
     @overload
     def value(self, units: float) -> float: ...
@@ -206,12 +210,36 @@ def all_pairs_saving(most: dict[Op, int]) -> int:
     return min(by_forward, by_backward)
 
 
+def lever_relaxation(problem: Problem) -> Problem:
+    """The problem without levers, each stage holding from its F to its backward only what a
+    recomputed forward keeps (its checkpoint) and after the backward the lesser of its
+    residual and checkpoint. Every schedule with levers, its R's left out, is one of this
+    problem's: the R's only add work, and no level is higher here (docs/solving.md, "Memory
+    levers"). So its optimum, and every bound of it, is at most the levers' optimum."""
+    costs = tuple(replace(c, activation=c.checkpoint, residual=min(c.residual, c.checkpoint))
+                  for c in problem.stage_costs)
+    return replace(problem, stage_costs=costs, levers=())
+
+
 def build_view(graph: OpGraph, split: bool, objective: str, every_memory_edge: bool = False) -> ProblemView:
     """The solvers' view of the problem. `every_memory_edge`: also the memory edges that the
     models leave out (see `implied_edges.model_takes_memory_edges`); without it, where such
-    edges exist, `bound_view` holds that view for the static bound."""
+    edges exist, `bound_view` holds that view for the static bound. A problem with levers is
+    seen through its relaxation (`lever_relaxation`), its own graph kept as `lever_graph`."""
+    if graph.problem.levers:
+        relaxed = _build_view(OpGraph(lever_relaxation(graph.problem)), split, objective, every_memory_edge,
+                              lever_graph=graph)
+        return replace(relaxed, lever_graph=graph)
+    return _build_view(graph, split, objective, every_memory_edge)
+
+
+def _build_view(graph: OpGraph, split: bool, objective: str, every_memory_edge: bool,
+                lever_graph: OpGraph | None = None) -> ProblemView:
     ops = graph.ops(split)
-    ticks = [graph.duration(op) for op in ops] + [graph.comm]
+    # with levers the R's are in the grid too (and the horizon): solver units must hold them exactly
+    recomputes = [] if lever_graph is None else [lever_graph.duration(op.with_kind("R")) for op in ops
+                                                  if op.kind == "F"]
+    ticks = [graph.duration(op) for op in ops] + [graph.comm] + recomputes
     if graph.fb_overlap is not None:
         ticks.append(graph.fb_overlap)
     unit = reduce(math.gcd, ticks) or 1  # exact: every duration is a multiple of it
@@ -226,7 +254,7 @@ def build_view(graph: OpGraph, split: bool, objective: str, every_memory_edge: b
     for op in ops:  # ops() lists microbatches in order within a pipe
         chains.setdefault((op.kind, op.pipe, op.stage), []).append(op)
     edges = sum(1 for op in ops for _, d in predecessors[op] if d)
-    horizon = sum(duration.values()) + edges * (graph.comm // unit)
+    horizon = sum(duration.values()) + edges * (graph.comm // unit) + sum(recomputes) // unit
     # The view without what is derived from it (implied edges, heads, tails), which the
     # derivations read; the view returned holds them all from its construction on.
     base = ProblemView(
@@ -256,7 +284,7 @@ def build_view(graph: OpGraph, split: bool, objective: str, every_memory_edge: b
     data = replace(base, implied=implied, before=before, topological=topological, head=head, tail=tail)
     if not every_memory_edge and data.memory_limit is not None and any(
             not model_takes_memory_edges(data, d) for d in range(len(device_ops))):
-        data = replace(data, bound_view=build_view(graph, split, objective, every_memory_edge=True))
+        data = replace(data, bound_view=_build_view(graph, split, objective, True, lever_graph))
     return data
 
 

@@ -218,7 +218,10 @@ def problem_of(point: Point, costs: CostModel) -> Problem:
 
 
 def _cost_record(cost: StageCost) -> dict:
-    return {k: v for k, v in asdict(cost).items() if k != "fused" or v is not None}
+    """The fields a record sets: the optional ones (a fused time, the recompute lever's) only
+    where given, so that stores made before they existed keep their settings."""
+    unset = {"fused": None, "recompute": None, "checkpoint": 0.0}
+    return {k: v for k, v in asdict(cost).items() if k not in unset or v != unset[k]}
 
 
 def to_dict(costs: CostModel) -> dict:

@@ -35,7 +35,7 @@ def warmup_idle(data: ProblemView, ops: list[Op], head: dict | None = None) -> i
     if data.memory_limit is None:
         return None
     head = head or data.head
-    backwards = [op for op in ops if TABLE[op.kind].produces == "I"]
+    backwards = [op for op in ops if "I" in TABLE[op.kind].produces]
     if not backwards:
         return None
     first_backward = min(head[op] for op in backwards)

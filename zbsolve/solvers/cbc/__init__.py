@@ -17,6 +17,8 @@ def ordering_pairs(problem: Problem) -> int:
 def _refuses(problem: Problem) -> str | None:
     if problem.fb_overlap is not None:
         return "the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat"
+    if problem.levers:
+        return "the cbc backend does not model memory levers (--levers); use --solver cpsat"
     return None
 
 

@@ -18,6 +18,14 @@ def model_size(problem: Problem) -> int:
     return size
 
 
+def _refuses(problem: Problem) -> str | None:
+    if problem.levers and problem.fb_overlap is not None:
+        return "memory levers (--levers) with F&B overlap (--fb-overlap) are not modelled; leave one out"
+    if problem.levers and problem.objective != "makespan":
+        return "memory levers (--levers) are modelled for the makespan objective only"
+    return None
+
+
 def _run(data, settings, state):
     from .strategy import solve_cpsat
 
@@ -27,5 +35,5 @@ def _run(data, settings, state):
 register(Backend(
     name="cpsat", run=_run, summary="OR-Tools CP-SAT: proofs, bounds and large-neighbourhood search",
     work_limited=True, size=model_size, size_limit=MAX_MODEL_SIZE, size_unit="ops and pair choices",
-    above_limit="list", slow_work_with_pairs=True,
+    above_limit="list", slow_work_with_pairs=True, refuses=_refuses,
 ))

@@ -64,7 +64,7 @@ def compressed(data: ProblemView, starts: dict[Op, int], pairs: set[tuple[Op, Op
 
     # An absorbed W's result is its pair's end: waiting on the W waits on the pair.
     try:
-        timed = earliest_times(orders, lambda op: [(absorbed.get(p, p), d) for p, d in waits[op]], lambda op: op,
+        timed = earliest_times(orders, lambda op: [(absorbed.get(p, p), d) for p, d in waits[op]], lambda op: (op,),
                                length)
     except DeadlockError:
         return None

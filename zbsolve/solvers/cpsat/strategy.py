@@ -14,7 +14,7 @@ from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import ProblemView
 
-from . import mirror, pair_window, parameters, relaxed, search, window
+from . import levers, mirror, pair_window, parameters, relaxed, search, window
 from .formulation import build_model
 from .hints import add_hint
 from .pairs import Pairs
@@ -43,6 +43,8 @@ def solve_cpsat(data: ProblemView, settings: RunSettings, state: SearchState) ->
     near the starting schedule's, `mirror.pairs_within`). Before all that, where
     the device relaxations' bound phase runs, a short search of the whole model (small
     models, `_probe`), then the phase (`_raise_bound`)."""
+    if data.lever_graph is not None:  # a model of its own, searched whole (docs/solving.md, "Memory levers")
+        return levers.solve_levers(data, settings, state)
     t0 = time.monotonic()
     deadline = parameters.clock_deadline(settings.limit, data.pair_duration is not None)  # deterministic only
     windows = not settings.deterministic and data.pair_duration is None and len(data.ops) >= WINDOW_FROM_OPS

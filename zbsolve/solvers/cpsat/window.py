@@ -90,7 +90,7 @@ def releases(data: ProblemView, starts: dict[Op, int]) -> dict[Op, int]:
 def compressed(data: ProblemView, starts: dict[Op, int], release: dict[Op, int] | None = None) -> dict[Op, int]:
     """Every op as early as its dependencies, its device's order and its release (if any) allow."""
     orders = [[(op,) for op in sorted(ops, key=lambda op: (starts[op], data.rank[op]))] for ops in data.device_ops]
-    timed = earliest_times(orders, lambda op: data.predecessors[op], lambda op: op,
+    timed = earliest_times(orders, lambda op: data.predecessors[op], lambda op: (op,),
                            lambda slot: data.duration[slot[0]], release)
     return {slot[0]: start for device in timed for slot, start, _ in device}
 

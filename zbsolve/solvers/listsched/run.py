@@ -14,7 +14,7 @@ from .rules import Rule
 
 # A microbatch leaves a device's in-flight count once the backwards that produce its input
 # gradient there (B or BW) have run.
-BACKWARD = tuple(row.kind.value for row in TABLE.values() if row.produces == "I")
+BACKWARD = tuple(row.kind.value for row in TABLE.values() if "I" in row.produces)
 
 
 @dataclass
