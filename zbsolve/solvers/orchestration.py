@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from zbsolve.baselines import applicable, run_baseline
 from zbsolve.errors import InfeasibleError, SolverError, UsageError
 from zbsolve.problem.op_graph import OpGraph
 from zbsolve.problem.problem import Problem
@@ -23,6 +24,7 @@ from . import (
 )
 from .bounds import lower_bound as static_bound
 from .result import BackendResult, Status, joined_notes
+from .recompute_fit import fitted_with_recomputation
 from .retiming import retimed
 from .runner import run_in_thread
 from .settings import Progress, RunSettings, check_run_options, runs_deterministic
@@ -126,6 +128,7 @@ def solve(
         state.stop = stop
     warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
     if problem.levers and warm_start:
+        warm = _best_recomputed_to_fit(problem, graph, baselines, warm)
         warm, spent = _without_levers(problem, graph, settings, stop, warm)
         if not settings.deterministic:
             settings = replace(settings, limit=max(MIN_BACKEND_S, time_limit - spent))
@@ -163,6 +166,19 @@ def solve(
     clocked = not settings.deterministic or not backend.work_limited
     result = run_in_thread(backend.run, data, budget, state, clocked)
     return _finish(problem, graph, data, settings, state, backend.name, _noted(result, fallback), warm, began)
+
+
+def _best_recomputed_to_fit(problem: Problem, graph: OpGraph, baselines: Sequence[Schedule] | None,
+                            warm: Schedule | None) -> Schedule | None:
+    """The better of `warm` and each hand-made schedule over the limit with the
+    recomputations it needs to fit (`recompute_fit`)."""
+    timed = baselines if baselines is not None else [run_baseline(name, problem, graph)
+                                                     for name in applicable(problem)]
+    for schedule in timed:
+        fitted = fitted_with_recomputation(graph, schedule)
+        if fitted is not None and (warm is None or fitted.value < warm.value):
+            warm = fitted
+    return warm
 
 
 def _without_levers(problem: Problem, graph: OpGraph, settings: RunSettings, stop,
