@@ -78,8 +78,21 @@ def hand_built_chain():
                  time_limit=5, workers=1)
 
 
+def recomputed_in_part():
+    # a solved plan that recomputes some microbatches at some stages, with split B and W
+    problem = uniform(2, 4, F=1, B=1.2, W=0.8, memory="0.5x", levers=("recompute",))
+    schedule = solve(problem, "cpsat", time_limit=1, workers=1)
+    assert 0 < schedule.recomputed() < 8
+    return schedule
+
+
+def recomputed_in_full():
+    return run_baseline("1f1b-r", uniform(2, 4, levers=("recompute",)))
+
+
 # Two-rank schedules beside the solved cases, run in the same launch
-OTHERS = {"f-and-b-pairs": dualpipev_pairs, "hand-built": hand_built_chain}
+OTHERS = {"f-and-b-pairs": dualpipev_pairs, "hand-built": hand_built_chain, "recomputed-in-part": recomputed_in_part,
+          "recomputed-in-full": recomputed_in_full}
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +126,12 @@ def test_f_and_b_pairs_train_exactly(trained):
 
 def test_a_hand_built_chain_trains_exactly(trained):
     check_results(*trained["hand-built"])
+
+
+@pytest.mark.parametrize("case", ["recomputed-in-part", "recomputed-in-full"])
+def test_plans_that_recompute_train_exactly_like_one_process(trained, case):
+    # the recomputed forwards run under activation checkpointing: the same losses and gradients
+    check_results(*trained[case])
 
 
 def test_stages_that_do_not_match_the_placement_are_refused():

@@ -42,8 +42,8 @@ def test_frontier_flags_per_placement_and_over_all():
                   ("single", "2x"): (False, False), ("vshape", "0.5x"): (True, True),
                   ("vshape", "1x"): (True, False), ("vshape", "2x"): (True, True)}
     assert not f.per_microbatch
-    assert f.baselines == [{"name": "1f1b", "placement": "single", "partition": None, "devices": 4, "microbatches": 8,
-                            "peak": 8.0, "value": 27.0}]
+    assert f.baselines == [{"name": "1f1b", "placement": "single", "partition": None, "levers": None, "devices": 4,
+                            "microbatches": 8, "peak": 8.0, "value": 27.0}]
 
 
 def test_values_are_per_microbatch_when_the_sweep_varies_m():

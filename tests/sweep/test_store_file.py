@@ -93,24 +93,26 @@ def test_a_store_from_before_the_header_is_read_as_it_is_and_upgraded_by_a_write
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_a_version_2_store_is_read_as_it_is_and_given_partitions_by_a_writer(tmp_path):
+def test_a_version_2_store_is_read_as_it_is_and_given_partitions_and_levers_by_a_writer(tmp_path):
     path = small_store(tmp_path / "v2.db")
     with sqlite3.connect(path) as db:  # back to version 2: the points as they were before partitions
         db.execute("ALTER TABLE points DROP COLUMN partition")
+        db.execute("ALTER TABLE points DROP COLUMN levers")
         db.execute("PRAGMA user_version = 2")
     before = digest(path)
     old = Store(path)
-    assert {(r["key"], r["name"], r["partition"]) for r in old.results()} == {
-        (f"P=2 single M={m} memory=1x makespan", name, None) for m in (2, 3) for name in ("solved", "1f1b")}
+    assert {(r["key"], r["name"], r["partition"], r["levers"]) for r in old.results()} == {
+        (f"P=2 single M={m} memory=1x makespan", name, None, None) for m in (2, 3) for name in ("solved", "1f1b")}
     old.close()
     assert digest(path) == before  # read-only
     store = Store(path, SETTINGS)
-    point = Point(2, "single", 4, "1x", "makespan", "auto")
-    store.add([point])
-    assert [p["partition"] for p in store.points()] == [None, None, "auto"]
+    store.add([Point(2, "single", 4, "1x", "makespan", "auto"), Point(2, "single", 5, "1x", "makespan",
+                                                                       levers="recompute")])
+    assert [(p["partition"], p["levers"]) for p in store.points()] == [(None, None)] * 2 + [
+        ("auto", None), (None, "recompute")]
     store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
 
 
 def test_a_damaged_schema_quoted_by_sqlite_is_still_one_line(capsys, tmp_path):

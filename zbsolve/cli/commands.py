@@ -161,11 +161,13 @@ def run_export(args: argparse.Namespace) -> int:
     schedule = read_any(args.file, args)
     validate(schedule)
     if to_stdout:
-        sys.stdout.write(torch_csv(schedule) if args.format == "torch-csv"
+        sys.stdout.write(torch_csv(schedule, recompute_in_backward=True) if args.format == "torch-csv"
                          else json.dumps(chrome_trace(schedule)) + "\n")
         return 0
     if args.format == "torch-csv":
-        write_torch_csv(schedule, args.output)
+        note = write_torch_csv(schedule, args.output)
+        if note:
+            sys.stderr.write(f"zbsolve export: note: {note}\n")
     else:
         write_chrome_trace(schedule, args.output)
     print(f"wrote {args.output}")
@@ -232,7 +234,8 @@ def run_profile(args: argparse.Namespace) -> int:
     c, unit = document["costs"], document["memory_unit"]
     fused = f", fused BW {c['BW']:.4g} ms" if "BW" in c else ""
     print(f"F {c['F']:.4g} ms, B {c['B']:.4g} ms, W {c['W']:.4g} ms{fused}, activation {c['activation']:.4g} "
-          f"{unit}, residual {c['residual']:.4g} {unit} per rank-stage of {args.layers} layers")
+          f"{unit}, residual {c['residual']:.4g} {unit}, checkpoint {c['checkpoint']:.4g} {unit} (kept when "
+          f"recomputed) per rank-stage of {args.layers} layers")
     if "first_stage" in document:
         o = document["first_stage"]
         print(f"the pipe's first stage (its input needs no gradient): F {o['F']:.4g} ms, B {o['B']:.4g} ms, "

@@ -67,8 +67,10 @@ def write_outputs(schedule: Schedule, args: argparse.Namespace) -> None:
         write_schedule(schedule, args.output)
         print(f"wrote {args.output}")
     if getattr(args, "torch_csv", None):
-        write_torch_csv(schedule, args.torch_csv)
+        note = write_torch_csv(schedule, args.torch_csv)
         print(f"wrote {args.torch_csv}")
+        if note:
+            sys.stderr.write(f"zbsolve: note: {note}\n")
     if getattr(args, "plot", None):
         from zbsolve.plots.schedule_plot import plot
 

@@ -86,6 +86,11 @@ def run_run(args: argparse.Namespace) -> int:
     if args.device == "cpu" and plan.problem.devices > cores:
         print(f"zbsolve run: warning: {plan.problem.devices} ranks share {cores} cores: each runs slower than the "
               "plan's costs say, and the verdict will show it", file=sys.stderr)
+    if plan.recomputed():
+        print(f"zbsolve run: note: the plan recomputes {plan.recomputed()} microbatch-stages; torch has no action for "
+              "it, so they run under activation checkpointing and recompute inside their backward: the measured "
+              "backward times include their R's, and the memory measured per forward counts whole activations",
+              file=sys.stderr)
     print(f"running {plan.name} ({plan.problem.placement}, P={plan.problem.devices}, M={plan.problem.microbatches}) "
           f"on {plan.problem.devices} {where}, {dtype}: {args.warmup} warm-up and {args.steps} measured steps",
           file=sys.stderr)

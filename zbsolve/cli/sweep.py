@@ -21,6 +21,7 @@ from zbsolve.sweep.grid import (
     RANGE_HELP,
     cost_model,
     parse_counts,
+    parse_levers_grid,
     parse_list,
     parse_memory_grid,
     parse_partition_grid,
@@ -58,6 +59,9 @@ def register_sweep(command) -> None:
                            "(default 0.5x:2x:4)")
     grid.add_argument("--objective", default="makespan", metavar="LIST", help="makespan, span or both")
     grid.add_argument("--partition", metavar="LIST", help=PARTITION_HELP)
+    grid.add_argument("--levers", metavar="LIST", default="none",
+                      help="memory levers each point may use: none or recompute, or both (none,recompute) to "
+                           "compare (default none)")
     add_cost_options(p.add_argument_group("costs"))
     add_solver_options(p, 30.0)
     out = p.add_argument_group("where it runs and what it writes")
@@ -176,7 +180,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
                          "kept to four significant digits, and closer steps are one\n")
     grid = points(stages, parse_list(args.placements, "--placements"), microbatches,
                   memories, parse_list(args.objective, "--objective"), costs,
-                  None if args.partition is None else parse_partition_grid(args.partition))
+                  None if args.partition is None else parse_partition_grid(args.partition),
+                  parse_levers_grid(args.levers))
     _check_frontier_outputs(args, args.store)
     check_writable(args.store)
     settings = SolverSettings(args.solver, args.time_limit, args.workers, args.seed, args.deterministic)

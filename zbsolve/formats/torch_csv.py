@@ -7,6 +7,7 @@ overlapped pair is `(aFi;bBj)OVERLAP_F_B`. Only one-pipe placements have a torch
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -44,13 +45,25 @@ def check_torch_form(problem: Problem) -> None:
         )
 
 
-def torch_rows(schedule: Schedule) -> list[list[str]]:
+def recomputed(schedule: Schedule) -> list[tuple[int, int]]:
+    """(stage, microbatch) of every recomputation (R op) of a one-pipe schedule."""
+    return sorted((t.op.stage, t.op.microbatch) for ops in schedule.devices for t in ops if t.op.kind == "R")
+
+
+def torch_rows(schedule: Schedule, recompute_in_backward: bool = False) -> list[list[str]]:
+    """The CSV's rows. torch has no action for recomputation: a schedule with FC and R ops is
+    refused, unless `recompute_in_backward`: then FC is written as F and R left out, for a
+    runtime that recomputes those microbatches inside their backward (`recomputed` lists them)."""
     check_torch_form(schedule.problem)
     rows = []
     for slots in schedule.order():
         row = []
         for slot in slots:
-            if len(slot) == 1:
+            if recompute_in_backward and slot[0].kind == "R":
+                continue
+            if recompute_in_backward and slot[0].kind == "FC":
+                row.append(action(slot[0].with_kind("F")))
+            elif len(slot) == 1:
                 row.append(action(slot[0]))
             else:
                 forward, backward = sorted(slot, key=lambda op: op.kind != "F")
@@ -59,12 +72,27 @@ def torch_rows(schedule: Schedule) -> list[list[str]]:
     return rows
 
 
-def torch_csv(schedule: Schedule) -> str:
-    return "".join(",".join(row) + "\n" for row in torch_rows(schedule))
+def torch_csv(schedule: Schedule, recompute_in_backward: bool = False) -> str:
+    return "".join(",".join(row) + "\n" for row in torch_rows(schedule, recompute_in_backward))
 
 
-def write_torch_csv(schedule: Schedule, path: str | os.PathLike) -> None:
-    write_atomic(path, torch_csv(schedule))
+def write_torch_csv(schedule: Schedule, path: str | os.PathLike) -> str | None:
+    """Write the CSV. A schedule that recomputes is written with FC as F and R left out, and
+    what the CSV cannot carry (which microbatches recompute at which stage, and where the plan
+    put each R) goes beside it in PATH.recompute.json; returns a note saying so, else None."""
+    chosen = recomputed(schedule)
+    write_atomic(path, torch_csv(schedule, recompute_in_backward=bool(chosen)))
+    if not chosen:
+        return None
+    beside = f"{os.fspath(path)}.recompute.json"
+    places = {(t.op.stage, t.op.microbatch): t.start for ops in schedule.devices for t in ops if t.op.kind == "R"}
+    write_atomic(beside, json.dumps({
+        "about": "torch's compute_only CSV has no action for recomputation: these forwards are written as F, "
+                 "their R left out; zbsolve run recomputes them inside their backward (activation checkpointing)",
+        "recompute": [{"stage": k, "microbatch": i, "planned_start": places[k, i]} for k, i in chosen],
+    }, indent=1) + "\n")
+    return (f"torch's CSV has no action for recomputation: {len(chosen)} forwards written as F and their R's left "
+            f"out; which ones, and where the plan runs each R, are in {beside}")
 
 
 def read_torch_csv(path: str | os.PathLike, problem: Problem) -> Schedule:

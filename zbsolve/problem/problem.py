@@ -114,12 +114,14 @@ class StageCost:
                        recompute=None if self.recompute is None else self.recompute + overhead)
 
     def scaled(self, factor: float) -> StageCost:
+        """The costs of `factor` times the layers (a chunk of a rank-stage, or another rank count).
+        The checkpoint, the stage's input, does not grow or shrink with its layers."""
         return StageCost(
             self.F * factor, self.B * factor, self.W * factor,
             self.activation * factor, self.residual * factor,
             None if self.fused is None else self.fused * factor,
             None if self.recompute is None else self.recompute * factor,
-            self.checkpoint * factor,
+            min(self.checkpoint, self.activation * factor),
         )
 
 

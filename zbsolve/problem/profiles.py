@@ -23,7 +23,9 @@ from zbsolve.problem import partition
 from zbsolve.problem.partition import Layer
 from zbsolve.problem.problem import StageCost, finite
 
-COST_KEYS = ("F", "B", "W", "activation", "residual", "BW")  # BW: a fused backward's own time, if not B + W
+# BW: a fused backward's own time, if not B + W; recompute and checkpoint: the recompute lever's
+# R time (if not the F's) and what a recomputed forward keeps (docs/design.md, "Memory levers")
+COST_KEYS = ("F", "B", "W", "activation", "residual", "BW", "recompute", "checkpoint")
 PROFILE_KEYS = {
     "name", "source", "time_unit", "memory_unit", "devices", "microbatches", "comm", "memory",
     "costs", "stage_costs", "overrides", "first_stage", "op_overhead", "model", "notes", "measured",

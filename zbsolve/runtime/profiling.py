@@ -215,6 +215,10 @@ def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype,
     # for W, which a frozen stack would not.
     weights = {p.untyped_storage().data_ptr() for p in stack.parameters()}
     activation = _saved_bytes(torch, lambda: stack(x), weights)
+    # what a recomputed forward keeps: autograd's saves under activation checkpointing
+    from torch.utils.checkpoint import checkpoint as checkpointed
+
+    kept_input = _saved_bytes(torch, lambda: checkpointed(stack, x, use_reentrant=False), weights)
     for p in stack.parameters():
         p.requires_grad_(False)  # B is the input gradient only; W is measured on its own
     F, B, W = [], [], []
@@ -232,7 +236,8 @@ def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype,
     # a fused attention that saves no scores, hold more than F did. The memory model
     # (residual <= activation) then counts the larger for both: never less than the truth.
     result = {"F": statistics.median(F), "B": statistics.median(B), "W": statistics.median(W),
-              "activation": max(activation, residual) / 1e9, "residual": residual / 1e9}
+              "activation": max(activation, residual) / 1e9, "residual": residual / 1e9,
+              "checkpoint": min(kept_input, max(activation, residual)) / 1e9}
     if backward == "torch":
         from .torch_split import split_times
 
@@ -301,6 +306,7 @@ def profile_document(shape: LayerShape, device: str, name: str, repeats: int = 5
     unit, per_gb = memory_unit(costs["activation"])
     costs["activation"] *= per_gb
     costs["residual"] *= per_gb
+    costs["checkpoint"] *= per_gb
     hardware = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
     split = "torch.distributed.pipelining's split backward" if backward == "torch" else "B and W split by hand"
     document: dict[str, Any] = {

@@ -3,9 +3,12 @@
 `pipeline_runtime` takes a schedule (object or file) and this rank's `PipelineStage`s,
 checks that they are the stages the schedule puts on this rank, and returns a
 `_PipelineScheduleRuntime` loaded with the schedule's compute_only CSV; torch adds the
-send/recv actions itself. Its `step` refuses a batch that the microbatch count does not
-divide: torch would split it into unequal microbatches and, with a mean loss per
-microbatch, silently weight their samples unequally.
+send/recv actions itself. torch has no action for recomputation: a microbatch the schedule
+recomputes at a stage runs its forward under activation checkpointing (only the stage's
+input kept), and torch re-runs it, with the same random state, when its backward needs it:
+the R runs at its backward's start, not where the plan put it. Its `step` refuses a batch
+that the microbatch count does not divide: torch would split it into unequal microbatches
+and, with a mean loss per microbatch, silently weight their samples unequally.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from zbsolve.errors import ScheduleFileError, UsageError
 from zbsolve.formats.schedule_json import read_schedule
-from zbsolve.formats.torch_csv import torch_csv
+from zbsolve.formats.torch_csv import recomputed, torch_csv
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.validator import validate
 
@@ -101,13 +104,16 @@ def pipeline_runtime(
         schedule = read_schedule(schedule)
     validate(schedule)
     check_stages(schedule, stages, n_microbatches)
+    chosen = set(recomputed(schedule))
     for stage in stages:
         _no_warm_up_to_itself(stage)
+        if any(k == stage.stage_index for k, _ in chosen):
+            _recompute(stage, {i for k, i in chosen if k == stage.stage_index})
     runtime = runtime_class(list(stages), n_microbatches, loss_fn=loss_fn, **kwargs)
     handle, path = tempfile.mkstemp(prefix="zbsolve-", suffix=".csv")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(torch_csv(schedule))
+            out.write(torch_csv(schedule, recompute_in_backward=True))
         runtime._load_csv(path, format="compute_only")
     except (ValueError, RuntimeError, AssertionError) as error:
         raise ScheduleFileError(f"torch refused the schedule: {error}") from None
@@ -115,6 +121,31 @@ def pipeline_runtime(
         os.unlink(path)
     return runtime
 
+
+
+def _recompute(stage: Any, microbatches: set[int]) -> None:
+    """The stage's forward of these microbatches under non-reentrant activation checkpointing:
+    autograd keeps the stage's inputs only and re-runs the forward, with the random state it
+    had, when the backward first needs what it dropped."""
+    import torch.utils.checkpoint as checkpoint
+
+    submod, forward, chunk = stage.submod, stage.submod.forward, stage.forward_one_chunk
+    on = [False]
+
+    def maybe_checkpointed(*args: Any, **kwargs: Any) -> Any:
+        if on[0]:
+            return checkpoint.checkpoint(forward, *args, use_reentrant=False, preserve_rng_state=True, **kwargs)
+        return forward(*args, **kwargs)
+
+    def forward_one_chunk(fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
+        on[0] = fwd_chunk_id in microbatches
+        try:
+            return chunk(fwd_chunk_id, *args, **kwargs)
+        finally:
+            on[0] = False
+
+    submod.forward = maybe_checkpointed
+    stage.forward_one_chunk = forward_one_chunk
 
 
 def _no_warm_up_to_itself(stage: Any) -> None:

@@ -23,8 +23,8 @@ from . import (
     registry,
 )
 from .bounds import lower_bound as static_bound
-from .result import BackendResult, Status, joined_notes
 from .recompute_fit import fitted_with_recomputation
+from .result import BackendResult, Status, joined_notes
 from .retiming import retimed
 from .runner import run_in_thread
 from .settings import Progress, RunSettings, check_run_options, runs_deterministic
@@ -129,9 +129,7 @@ def solve(
     warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
     if problem.levers and warm_start:
         warm = _best_recomputed_to_fit(problem, graph, baselines, warm)
-        warm, spent = _without_levers(problem, graph, settings, stop, warm)
-        if not settings.deterministic:
-            settings = replace(settings, limit=max(MIN_BACKEND_S, time_limit - spent))
+        warm = _without_levers(problem, graph, settings, stop, warm)
     bound = data.value(state.lower_bound())
     # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler
     # finds a shorter one: the pair searches did better from it (docs/solving.md).
@@ -162,6 +160,8 @@ def solve(
     budget = settings
     if not settings.deterministic:  # the limit covers the whole solve, starting schedules included
         budget = replace(settings, limit=max(MIN_BACKEND_S, time_limit - (time.monotonic() - began)))
+    elif problem.levers and warm_start:  # the work units the solve without levers left
+        budget = replace(settings, limit=max(MIN_BACKEND_S, settings.limit * (1 - LEVERS_PLAIN_SHARE)))
     # A backend with no work measure is held to the clock even when deterministic.
     clocked = not settings.deterministic or not backend.work_limited
     result = run_in_thread(backend.run, data, budget, state, clocked)
@@ -182,20 +182,18 @@ def _best_recomputed_to_fit(problem: Problem, graph: OpGraph, baselines: Sequenc
 
 
 def _without_levers(problem: Problem, graph: OpGraph, settings: RunSettings, stop,
-                    warm: Schedule | None) -> tuple[Schedule | None, float]:
+                    warm: Schedule | None) -> Schedule | None:
     """The problem solved without its levers for LEVERS_PLAIN_SHARE of the limit: its schedule
     is one of the levers' too, so the lever model starts no worse than the plain solve
-    (docs/solving.md, "Memory levers"). Returns the better start and the seconds spent."""
-    began = time.monotonic()
+    (docs/solving.md, "Memory levers"). Returns the better start."""
     try:
         plain = solve(replace(problem, levers=()), time_limit=LEVERS_PLAIN_SHARE * settings.limit,
                       workers=settings.workers, seed=settings.seed, stop=stop,
                       deterministic=settings.deterministic)
     except (InfeasibleError, SolverError):  # no schedule without levers (or none found): the levers may fit
-        return warm, time.monotonic() - began
+        return warm
     found = simulate(graph, plain.order(), "solved without levers")
-    better = found if warm is None or found.value < warm.value else warm
-    return better, time.monotonic() - began
+    return found if warm is None or found.value < warm.value else warm
 
 
 def _timed_from(began: float, progress: Progress | None) -> Progress | None:

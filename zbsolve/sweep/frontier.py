@@ -25,6 +25,7 @@ class FrontierPoint:
     on_placement_frontier: bool = False  # on its series' frontier: its placement's, and partition's where they vary
     on_frontier: bool = False
     partition: str | None = None  # the layer split asked for (a profile that lists layers)
+    levers: str | None = None  # the memory levers its schedules could use
 
 
 @dataclass(frozen=True)
@@ -35,17 +36,19 @@ class Frontier:
     time_unit: str
     memory_unit: str | None
     by_partition: bool = False  # the sweep varied the partition: each placement and partition is a series
+    by_levers: bool = False  # the sweep varied the levers: they name the series too
 
     def placements(self) -> list[str]:
-        """The series: each placement, or each placement and partition where a sweep varied them."""
-        return list(dict.fromkeys(series(p, self.by_partition) for p in self.points))
+        """The series: each placement, with its partition and levers where a sweep varied them."""
+        return list(dict.fromkeys(self.series_of(p) for p in self.points))
 
     def series_of(self, point: FrontierPoint) -> str:
-        return series(point, self.by_partition)
+        return series(point, self.by_partition, self.by_levers)
 
 
-def series(point: FrontierPoint, by_partition: bool) -> str:
-    return f"{point.placement} partition={point.partition}" if by_partition else point.placement
+def series(point: FrontierPoint, by_partition: bool, by_levers: bool = False) -> str:
+    name = f"{point.placement} partition={point.partition}" if by_partition else point.placement
+    return f"{name} levers={point.levers or 'none'}" if by_levers else name
 
 
 def pareto(items: list, peak, value) -> set[int]:
@@ -66,12 +69,14 @@ def frontier(results: list[dict], settings: dict) -> Frontier:
     points = [FrontierPoint(r["placement"], r["devices"], r["microbatches"], r["memory"], r["objective"],
                             max(r["peak_memory"]), r["value"] * scale(r),
                             None if r["bound"] is None else r["bound"] * scale(r), r["gap"], r["status"],
-                            r["schedule_path"], partition=r.get("partition")) for r in solved]
+                            r["schedule_path"], partition=r.get("partition"), levers=r.get("levers"))
+              for r in solved]
     overall = pareto(points, lambda p: p.peak, lambda p: p.value)
     flags = [dict(on_frontier=i in overall) for i in range(len(points))]
     by_partition = len({p.partition for p in points}) > 1
-    for name in dict.fromkeys(series(p, by_partition) for p in points):
-        index = [i for i, p in enumerate(points) if series(p, by_partition) == name]
+    by_levers = len({p.levers for p in points}) > 1
+    for name in dict.fromkeys(series(p, by_partition, by_levers) for p in points):
+        index = [i for i, p in enumerate(points) if series(p, by_partition, by_levers) == name]
         for k in pareto([points[i] for i in index], lambda p: p.peak, lambda p: p.value):
             flags[index[k]]["on_placement_frontier"] = True
     points = [FrontierPoint(**{**asdict(p), **f}) for p, f in zip(points, flags)]
@@ -81,12 +86,13 @@ def frontier(results: list[dict], settings: dict) -> Frontier:
         for k in sorted(pareto(own, lambda r: max(r["peak_memory"]), lambda r: r["value"] * scale(r))):
             r = own[k]
             baselines.append({"name": name, "placement": r["placement"], "partition": r.get("partition"),
+                              "levers": r.get("levers"),
                               "devices": r["devices"],
                               "microbatches": r["microbatches"], "peak": max(r["peak_memory"]),
                               "value": r["value"] * scale(r)})
     costs = settings["costs"]
-    return Frontier(sorted(points, key=lambda p: (series(p, by_partition), p.peak, p.value)), baselines, per_mb,
-                    costs["time_unit"], costs.get("memory_unit"), by_partition)
+    return Frontier(sorted(points, key=lambda p: (series(p, by_partition, by_levers), p.peak, p.value)), baselines,
+                    per_mb, costs["time_unit"], costs.get("memory_unit"), by_partition, by_levers)
 
 
 def _unit(unit: str | None) -> str:

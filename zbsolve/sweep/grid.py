@@ -11,6 +11,7 @@ from itertools import product
 
 from zbsolve.errors import UsageError
 from zbsolve.problem import partition
+from zbsolve.problem.op_kinds import LEVERS
 from zbsolve.problem.partition import Layer, Split
 from zbsolve.problem.placements import build_problem, check_shape, costs_for, overlap_from_fraction, parse_placement
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
@@ -69,11 +70,13 @@ class Point:
     memory: str
     objective: str
     partition: str | None = None  # a profile that lists layers: a named split, auto or N/N/...
+    levers: str | None = None  # the memory levers its schedules may use (recompute), None: none
 
     @property
     def key(self) -> str:
         key = f"P={self.devices} {self.placement} M={self.microbatches} memory={self.memory} {self.objective}"
-        return key if self.partition is None else f"{key} partition={self.partition}"
+        key = key if self.partition is None else f"{key} partition={self.partition}"
+        return key if self.levers is None else f"{key} levers={self.levers}"
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,20 @@ def parse_partition_grid(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def parse_levers_grid(text: str) -> list[str | None]:
+    """`--levers` of a sweep: each entry none or a lever (none: the point without levers)."""
+    found: list[str | None] = []
+    for item in parse_list(text, "--levers"):
+        name = item.strip().lower()
+        if name != "none" and name not in LEVERS:
+            raise UsageError(f"--levers: each entry must be none or one of {', '.join(LEVERS)}, got {item!r}")
+        found.append(None if name == "none" else name)
+    return list(dict.fromkeys(found))
+
+
 def points(stages: list[int], placements: list[str], microbatches: list[int], memories: list[str],
-           objectives: list[str], costs: CostModel, partitions: list[str] | None = None) -> list[Point]:
+           objectives: list[str], costs: CostModel, partitions: list[str] | None = None,
+           levers: list[str | None] | None = None) -> list[Point]:
     """Every combination, checked before anything runs: a typo fails now, not an hour in."""
     for name in placements:
         parse_placement(name)
@@ -164,11 +179,15 @@ def points(stages: list[int], placements: list[str], microbatches: list[int], me
                              or costs.fb_overlap_fraction is not None):
         raise UsageError("--partition auto bounds the makespan over every split: it takes --objective makespan "
                          "and no --fb-overlap")
+    choices = levers or [None]
+    if any(choices) and (objectives != ["makespan"] or costs.fb_overlap is not None
+                         or costs.fb_overlap_fraction is not None or "auto" in splits):
+        raise UsageError("--levers are solved for the makespan, without --fb-overlap or --partition auto")
     found = []
-    for P, placement, M, memory, objective, split in product(stages, placements, microbatches, memories,
-                                                             objectives, splits):
+    for P, placement, M, memory, objective, split, lever in product(stages, placements, microbatches, memories,
+                                                                    objectives, splits, choices):
         check_shape(parse_placement(placement), P, M, costs.split_backward)
-        found.append(Point(P, parse_placement(placement).name, M, memory, objective, split))
+        found.append(Point(P, parse_placement(placement).name, M, memory, objective, split, lever))
     for point in found:
         problem_of(point, costs)  # an odd count for bidirectional, a malformed limit or split: refused here
     return found
@@ -196,7 +215,8 @@ def layered_problems(point: Point, costs: CostModel) -> Callable[[Split], Proble
         layers, point.devices, point.microbatches, placement=point.placement,
         memory=None if point.memory == "none" else point.memory, comm=costs.comm,
         split_backward=costs.split_backward, fb_overlap=overlap, objective=point.objective,
-        time_unit=costs.time_unit, memory_unit_name=costs.memory_unit, op_overhead=costs.op_overhead)
+        time_unit=costs.time_unit, memory_unit_name=costs.memory_unit, op_overhead=costs.op_overhead,
+        levers=() if point.levers is None else (point.levers,))
 
 
 def problem_of(point: Point, costs: CostModel) -> Problem:
@@ -214,7 +234,8 @@ def problem_of(point: Point, costs: CostModel) -> Problem:
                          memory=None if point.memory == "none" else point.memory,
                          split_backward=costs.split_backward, fb_overlap=overlap,
                          objective=point.objective, time_unit=costs.time_unit, memory_unit_name=costs.memory_unit,
-                         first_stage=first, op_overhead=costs.op_overhead)
+                         first_stage=first, op_overhead=costs.op_overhead,
+                         levers=() if point.levers is None else (point.levers,))
 
 
 def _cost_record(cost: StageCost) -> dict:

@@ -78,9 +78,11 @@ class Store:
     def add(self, points: Iterable[Point]) -> None:
         with self._transaction():
             self.db.executemany(
-                "INSERT OR IGNORE INTO points (key, devices, placement, microbatches, memory, objective, partition) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(p.key, p.devices, p.placement, p.microbatches, p.memory, p.objective, p.partition) for p in points])
+                "INSERT OR IGNORE INTO points (key, devices, placement, microbatches, memory, objective, partition, "
+                "levers) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(p.key, p.devices, p.placement, p.microbatches, p.memory, p.objective, p.partition, p.levers)
+                 for p in points])
 
     def claim(self, points: list[Point], limit: int | None = None) -> tuple[list[Point], int, int]:
         """Take up to `limit` of the points not done and not held by a live sweep: (claimed,
@@ -148,10 +150,12 @@ class Store:
 
     def results(self) -> list[dict]:
         with said_in_one_line(self.path):
-            # a store from before partitions (read as it is) has no such column
-            split = "p.partition" if "partition" in columns(self.db, "points") else "NULL AS partition"
+            # a store from before partitions or levers (read as it is) has no such column
+            had = columns(self.db, "points")
+            split, levers = (f"p.{c}" if c in had else f"NULL AS {c}" for c in ("partition", "levers"))
             cursor = self.db.execute(
-                f"SELECT p.devices, p.placement, p.microbatches, p.memory, p.objective, {split}, p.schedule_path, r.* "
+                f"SELECT p.devices, p.placement, p.microbatches, p.memory, p.objective, {split}, {levers}, "
+                "p.schedule_path, r.* "
                 "FROM results r JOIN points p ON p.key = r.key WHERE p.state = 'done' ORDER BY r.key, r.name")
             names = [d[0] for d in cursor.description]
             rows = [dict(zip(names, row)) for row in cursor.fetchall()]

@@ -13,7 +13,8 @@ from urllib.parse import quote
 from zbsolve.errors import UsageError
 
 APPLICATION_ID = 0x7A627377  # "zbsw" in the SQLite header: this file is a zbsolve sweep store
-SCHEMA_VERSION = 3  # 1: before leases (no heartbeat column); 2: claims are leases; 3: points have a partition
+# 1: before leases (no heartbeat column); 2: claims are leases; 3: points have a partition; 4: and levers
+SCHEMA_VERSION = 4
 HEADER = b"SQLite format 3\x00"
 
 SCHEMA = """
@@ -22,7 +23,7 @@ CREATE TABLE IF NOT EXISTS points (
     key TEXT PRIMARY KEY, devices INTEGER NOT NULL, placement TEXT NOT NULL,
     microbatches INTEGER NOT NULL, memory TEXT NOT NULL, objective TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'pending', owner TEXT, status TEXT, message TEXT,
-    schedule_path TEXT, seconds REAL, heartbeat REAL, partition TEXT);
+    schedule_path TEXT, seconds REAL, heartbeat REAL, partition TEXT, levers TEXT);
 CREATE TABLE IF NOT EXISTS results (
     key TEXT NOT NULL REFERENCES points(key), name TEXT NOT NULL, value REAL NOT NULL,
     bound REAL, gap REAL, status TEXT NOT NULL, makespan REAL NOT NULL, span REAL NOT NULL,
@@ -90,7 +91,7 @@ def open_store(path: Path, writable: bool) -> tuple[sqlite3.Connection, bool]:
             raise UsageError(f"{path} was made by a newer zbsolve (store version above {SCHEMA_VERSION})")
         if writable:
             had = columns(db, "points")
-            for column, kind_of in (("heartbeat", "REAL"), ("partition", "TEXT")):  # versions 1 and 2
+            for column, kind_of in (("heartbeat", "REAL"), ("partition", "TEXT"), ("levers", "TEXT")):  # 1 to 3
                 if had and column not in had:
                     db.execute(f"ALTER TABLE points ADD COLUMN {column} {kind_of}")
             db.executescript(SCHEMA)

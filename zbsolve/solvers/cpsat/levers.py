@@ -1,5 +1,5 @@
 """The CP-SAT model of a problem with memory levers (docs/solving.md, "Memory levers"): the
-whole model of `formulation` less its symmetry and memory-implied edges, plus, for each
+whole model of `formulation` less its memory-implied edges, plus, for each
 microbatch at each stage, a literal that chooses recomputation: an optional R interval after
 the forward and before the backward, and memory held as the chosen way's intervals
 (`op_kinds.way_holds`), each optional on the choice.
@@ -27,8 +27,8 @@ from .search import STATUS, run
 
 def _head_and_tail(data: ProblemView) -> tuple[dict[Op, int], dict[Op, int]]:
     """Earliest starts and least remaining times along the dependencies alone: the view's
-    also follow memory-implied edges and microbatch order, which hold for some best schedule
-    without levers but are not proven here for schedules with them."""
+    also follow memory-implied edges, derived for schedules that hold each activation from F
+    to backward."""
     head: dict[Op, int] = {}
     for op in data.topological:  # an order that respects the dependencies too
         head[op] = max((head[p] + data.duration[p] + d for p, d in data.predecessors[op]), default=0)
@@ -55,6 +55,12 @@ class _Model:
             device_intervals[graph.device(op)].append(interval)
             for pred, delay in data.predecessors[op]:
                 model.add(self.start[op] >= self.end[pred] + delay)
+        # identical microbatches in order at each stage, as in the model without levers (a
+        # relabelling carries each op's lever choice with it); torch's runtime needs it too
+        for chain in data.chains:
+            if data.ordered(chain):
+                for a, b in zip(chain, chain[1:]):
+                    model.add(self.start[b] >= self.start[a] + data.shortest(a))
         forwards = [op for op in data.ops if op.kind == Kind.F.value]
         self.recompute: dict[Op, cp_model.IntVar] = {}
         self.r_start: dict[Op, cp_model.IntVar] = {}
