@@ -574,7 +574,7 @@ def test_a_solve_with_the_recompute_lever_shows_the_recomputed_baselines(capsys,
 
 @pytest.mark.parametrize("args, message", [
     (("--levers", "offload"), "--levers: unknown lever 'offload'; choose from recompute"),
-    (("--levers", "recompute", "--solver", "cbc"), "cbc backend does not model memory levers"),
+    (("--levers", "recompute", "--solver", "list"), "list scheduler does not choose memory levers"),
     (("--recompute", "0"), "--recompute must be > 0"),
     (("--checkpoint", "2"), "checkpoint must be <= activation"),
 ])

@@ -30,7 +30,7 @@ from .runner import run_in_thread
 from .settings import Progress, RunSettings, check_run_options, runs_deterministic
 from .state import SearchState
 from .view import build_view
-from .warm_start import best_fitting_baseline, hint_from, starter_schedule
+from .warm_start import best_fitting_baseline, hint_from, lever_hint, starter_schedule
 
 MIN_BACKEND_S = 1.0  # the backend's least time, however long the starting schedules took
 LEVERS_PLAIN_SHARE = 0.3  # of a lever solve's limit: the solve without levers that starts it
@@ -129,7 +129,7 @@ def solve(
     warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
     if problem.levers and warm_start:
         warm = _best_recomputed_to_fit(problem, graph, baselines, warm)
-        warm = _without_levers(problem, graph, settings, stop, warm)
+        warm = _without_levers(problem, graph, backend.name, settings, stop, warm)
     bound = data.value(state.lower_bound())
     # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler
     # finds a shorter one: the pair searches did better from it (docs/solving.md).
@@ -152,8 +152,7 @@ def solve(
                                 message="interrupted before the search began")
         return _finish(problem, graph, data, settings, state, backend.name, _noted(stopped, fallback), warm, began)
     if warm is not None:
-        hint, state.hint_pairs = hint_from(warm, data) if not problem.levers else (
-            {t.op: graph.ticks(t.start) // data.unit for ops in warm.devices for t in ops}, set())
+        hint, state.hint_pairs = hint_from(warm, data) if not problem.levers else (lever_hint(warm, data), set())
         state.hint = hint or None
         # Only a better schedule is of use: the starting one bounds the objective.
         state.take_incumbent(-(-graph.ticks(warm.value) // data.unit))
@@ -181,13 +180,13 @@ def _best_recomputed_to_fit(problem: Problem, graph: OpGraph, baselines: Sequenc
     return warm
 
 
-def _without_levers(problem: Problem, graph: OpGraph, settings: RunSettings, stop,
+def _without_levers(problem: Problem, graph: OpGraph, solver: str, settings: RunSettings, stop,
                     warm: Schedule | None) -> Schedule | None:
     """The problem solved without its levers for LEVERS_PLAIN_SHARE of the limit: its schedule
     is one of the levers' too, so the lever model starts no worse than the plain solve
     (docs/solving.md, "Memory levers"). Returns the better start."""
     try:
-        plain = solve(replace(problem, levers=()), time_limit=LEVERS_PLAIN_SHARE * settings.limit,
+        plain = solve(replace(problem, levers=()), solver, time_limit=LEVERS_PLAIN_SHARE * settings.limit,
                       workers=settings.workers, seed=settings.seed, stop=stop,
                       deterministic=settings.deterministic)
     except (InfeasibleError, SolverError):  # no schedule without levers (or none found): the levers may fit

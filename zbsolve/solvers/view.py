@@ -66,6 +66,18 @@ class ProblemView:
         indexes the bounds' path passes."""
         return {op: j for j, op in enumerate(self.topological)}
 
+    def dependency_heads_and_tails(self) -> tuple[dict[Op, int], dict[Op, int]]:
+        """Earliest starts and least remaining times along the dependencies alone (`head` and
+        `tail` also follow memory-implied edges, derived for schedules that hold each
+        activation from F to backward: not proven with memory levers)."""
+        head: dict[Op, int] = {}
+        for op in self.topological:  # an order that respects the dependencies too
+            head[op] = max((head[p] + self.duration[p] + d for p, d in self.predecessors[op]), default=0)
+        tail: dict[Op, int] = {}
+        for op in reversed(self.topological):
+            tail[op] = self.duration[op] + max((d + tail[s] for s, d in self.successors[op]), default=0)
+        return head, tail
+
     @cached_property
     def microbatch_ops(self) -> dict[tuple[int, int], list[Op]]:
         """The ops of each (pipe, microbatch), in `topological` order."""

@@ -52,6 +52,22 @@ def starter_schedule(graph: OpGraph, data: ProblemView, settings: RunSettings, s
     return None if schedule.over_memory_limit() else schedule
 
 
+def lever_hint(schedule: Schedule, data: ProblemView) -> dict[Op, int]:
+    """Start times of a schedule with levers in solver units: its FC's and R's as they are
+    (the lever models read them), a fused BW as B then W back to back where the model splits."""
+    graph = data.lever_graph or data.graph
+    hint: dict[Op, int] = {}
+    for ops in schedule.devices:
+        for t in ops:
+            start = graph.ticks(t.start) // data.unit
+            if t.op.kind == "BW" and data.split:
+                b = t.op.with_kind("B")
+                hint[b], hint[t.op.with_kind("W")] = start, start + data.duration[b]
+            else:
+                hint[t.op] = start
+    return hint
+
+
 def hint_from(schedule: Schedule, data: ProblemView) -> tuple[dict[Op, int], set[tuple[Op, Op]]]:
     """Start times of a schedule in solver units, and its overlapped pairs.
 

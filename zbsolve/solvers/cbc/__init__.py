@@ -10,21 +10,24 @@ MAX_ORDERING_PAIRS = 500_000  # one binary per pair of ops on a device, before p
 
 
 def ordering_pairs(problem: Problem) -> int:
-    kinds = 3 if problem.split_backward else 2
+    kinds = (3 if problem.split_backward else 2) + (1 if problem.levers else 0)  # an R per forward
     return sum(kinds * sum(held) * (kinds * sum(held) - 1) // 2 for held in forwards_per_stage(problem))
 
 
 def _refuses(problem: Problem) -> str | None:
     if problem.fb_overlap is not None:
         return "the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat"
-    if problem.levers:
-        return "the cbc backend does not model memory levers (--levers); use --solver cpsat"
+    if problem.levers and problem.objective != "makespan":
+        return "memory levers (--levers) are modelled for the makespan objective only"
     return None
 
 
 def _run(data, settings, state):
+    from .levers import LeverModel
     from .model import solve_cbc
 
+    if data.lever_graph is not None:
+        return solve_cbc(data, settings, state, LeverModel)
     return solve_cbc(data, settings, state)
 
 

@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pulp
@@ -147,6 +148,10 @@ class _Model:
         self.prob += span
         return span
 
+    def starts(self) -> dict[Op, int]:
+        """The solution's start of every op."""
+        return {op: round(var.value()) for op, var in self.start.items()}
+
     def set_hint(self, hint: dict[Op, int]) -> None:
         for op, var in self.start.items():
             var.setInitialValue(hint[op])
@@ -183,7 +188,9 @@ def _read_log(path: str) -> dict[str, float]:
     return found
 
 
-def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState) -> BackendResult:
+def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState,
+              build: Callable[[ProblemView, int, int], _Model] = _Model) -> BackendResult:
+    """The MILP `build` makes (a lever problem's: `levers.LeverModel`), solved by CBC."""
     t0 = time.monotonic()
     if data.graph.fb_overlap is not None:
         raise UsageError(
@@ -191,7 +198,7 @@ def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState) -> B
         )
     with warnings.catch_warnings():  # PuLP 3.x announces its 4.0 API on every variable
         warnings.simplefilter("ignore", DeprecationWarning)
-        model = _Model(data, state.horizon, state.lower_bound())
+        model = build(data, state.horizon, state.lower_bound())
     warm = state.hint is not None
     if state.hint is not None:
         model.set_hint(state.hint)
@@ -236,7 +243,7 @@ def solve_cbc(data: ProblemView, settings: RunSettings, state: SearchState) -> B
     status, solution = model.prob.status, model.prob.sol_status
     if solution in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) and status == pulp.LpStatusOptimal:
         proven = solution == pulp.LpSolutionOptimal and not log.get("stopped")
-        starts = {op: round(var.value()) for op, var in model.start.items()}
+        starts = model.starts()
         value = round(pulp.value(model.objective))
         bound = value if proven else log.get("bound")
         return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, starts, value, bound, wall,

@@ -25,19 +25,6 @@ from . import parameters
 from .search import STATUS, run
 
 
-def _head_and_tail(data: ProblemView) -> tuple[dict[Op, int], dict[Op, int]]:
-    """Earliest starts and least remaining times along the dependencies alone: the view's
-    also follow memory-implied edges, derived for schedules that hold each activation from F
-    to backward."""
-    head: dict[Op, int] = {}
-    for op in data.topological:  # an order that respects the dependencies too
-        head[op] = max((head[p] + data.duration[p] + d for p, d in data.predecessors[op]), default=0)
-    tail: dict[Op, int] = {}
-    for op in reversed(data.topological):
-        tail[op] = data.duration[op] + max((d + tail[s] for s, d in data.successors[op]), default=0)
-    return head, tail
-
-
 class _Model:
     def __init__(self, data: ProblemView, state: SearchState) -> None:
         graph = data.lever_graph
@@ -46,7 +33,7 @@ class _Model:
         unit = data.unit
         model = self.model = cp_model.CpModel()
         H = state.horizon
-        head, tail = _head_and_tail(data)
+        head, tail = data.dependency_heads_and_tails()
         self.start = {op: model.new_int_var(head[op], H - tail[op], f"s{op}") for op in data.ops}
         self.end = {op: self.start[op] + data.duration[op] for op in data.ops}
         device_intervals: list[list] = [[] for _ in data.device_ops]

@@ -1,9 +1,14 @@
-"""The recompute lever in the solve (zbsolve/solvers/cpsat/levers.py, the relaxation in
-zbsolve/solvers/view.py): optima against exhaustive search, the relaxation's bound, and the
-solve never worse than the one without levers."""
+"""The recompute lever in the solve (the models in zbsolve/solvers/cpsat/levers.py and
+zbsolve/solvers/cbc/levers.py, the relaxation in zbsolve/solvers/view.py): optima against
+exhaustive search, the relaxation's bound, and the solve never worse than the one without
+levers."""
+
+from functools import cache
 
 import pytest
 from brute_force import brute_force_levers_makespan
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zbsolve.errors import UsageError
 from zbsolve.problem.placements import build_problem
@@ -12,6 +17,7 @@ from zbsolve.schedule.validator import validate
 from zbsolve.solvers.orchestration import lower_bound, solve
 
 RECOMPUTE = ("recompute",)
+exhaustive = cache(brute_force_levers_makespan)  # each problem searched once for both solvers
 
 
 def tiny(M, memory, placement="single", split=True, **cost):
@@ -27,10 +33,13 @@ def tiny(M, memory, placement="single", split=True, **cost):
     tiny(2, 2.0),  # room for both: recomputation only costs time
     tiny(2, 1.0, split=False),
     tiny(2, 1.2, recompute=0.5, checkpoint=0.1, W=0.5),
-], ids=["P2M2-1.0", "P2M2-1.5", "P2M2-2.0", "P2M2-fused", "P2M2-short-R"])
-def test_the_optimum_with_recomputation_is_the_exhaustive_search_s(problem):
-    expected = brute_force_levers_makespan(problem)
-    schedule = solve(problem, time_limit=30, workers=1)
+    tiny(2, 1.25, F=2, B=1, W=1.5, recompute=3, checkpoint=0.5),  # a checkpoint above the residual
+], ids=["P2M2-1.0", "P2M2-1.5", "P2M2-2.0", "P2M2-fused", "P2M2-short-R", "P2M2-long-R"])
+@pytest.mark.parametrize("solver", ["cpsat", "cbc"])
+def test_the_optimum_with_recomputation_is_the_exhaustive_search_s(problem, solver):
+    expected = exhaustive(problem)
+    # without a starting schedule: the model alone proves it
+    schedule = solve(problem, solver, time_limit=30, workers=1, warm_start=False)
     validate(schedule)
     assert schedule.solver.status == "optimal"
     assert schedule.value == pytest.approx(expected)
@@ -69,13 +78,9 @@ def test_the_bound_with_levers_is_the_relaxation_s_and_below_the_plain_bound():
     assert lower_bound(build_problem(4, 8, whole, memory="0.34x", levers=RECOMPUTE)) == 72.0
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(solver="cbc"), "cbc backend does not model memory levers"),
-    (dict(solver="list"), "list scheduler does not choose memory levers"),
-])
-def test_backends_that_do_not_model_levers_say_so(options, message):
-    with pytest.raises(UsageError, match=message):
-        solve(tiny(2, 2.0), time_limit=1, **options)
+def test_the_list_scheduler_says_it_does_not_choose_levers():
+    with pytest.raises(UsageError, match="list scheduler does not choose memory levers"):
+        solve(tiny(2, 2.0), "list", time_limit=1)
 
 
 def test_levers_with_pairs_or_the_span_are_refused():
@@ -84,3 +89,20 @@ def test_levers_with_pairs_or_the_span_are_refused():
               time_limit=1)
     with pytest.raises(UsageError, match="makespan objective only"):
         solve(build_problem(2, 4, StageCost(1, 1, 1), objective="span", levers=RECOMPUTE), time_limit=1)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(F=st.integers(1, 3), B=st.integers(1, 3), W=st.integers(0, 2), R=st.integers(1, 3),
+       checkpoint=st.sampled_from([0.0, 0.25, 0.5]), memory=st.sampled_from([1.0, 1.25, 1.5, 2.0]),
+       split=st.booleans())
+def test_on_random_tiny_problems_the_bound_is_below_and_each_proven_value_is_the_exhaustive_optimum(
+        F, B, W, R, checkpoint, memory, split):
+    problem = tiny(2, memory, split=split, F=F, B=B, W=W + 0.5, recompute=R, checkpoint=checkpoint)
+    expected = brute_force_levers_makespan(problem)
+    assert lower_bound(problem) <= expected + 1e-9
+    for solver in ("cpsat", "cbc"):
+        schedule = solve(problem, solver, time_limit=10, workers=1)
+        validate(schedule)
+        assert schedule.value >= expected - 1e-9
+        if schedule.solver.status == "optimal":
+            assert schedule.value == pytest.approx(expected)
