@@ -91,7 +91,7 @@ def test_levers_with_pairs_or_the_span_are_refused():
         solve(build_problem(2, 4, StageCost(1, 1, 1), objective="span", levers=RECOMPUTE), time_limit=1)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=8, deadline=None, derandomize=True)
 @given(F=st.integers(1, 3), B=st.integers(1, 3), W=st.integers(0, 2), R=st.integers(1, 3),
        checkpoint=st.sampled_from([0.0, 0.25, 0.5]), memory=st.sampled_from([1.0, 1.25, 1.5, 2.0]),
        split=st.booleans())
