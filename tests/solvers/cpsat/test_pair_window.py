@@ -129,7 +129,7 @@ def test_large_pair_solves_hand_a_stalled_search_to_windows_on_the_clock_only(mo
     monkeypatch.setattr(cpsat_strategy, "PAIR_WINDOW_NOT_BEFORE", 0.0)
     deterministic = solve(problem, "cpsat", time_limit=4, workers=1)
     assert "pair window search" not in (deterministic.solver.message or "")
-    span = solve(replace(problem, objective="span"), "cpsat", time_limit=4, workers=2)
+    span = solve(replace(problem, objective="span"), "cpsat", time_limit=1, workers=2)  # what runs, not how well
     assert "pair window search" not in (span.solver.message or "")
 
 
