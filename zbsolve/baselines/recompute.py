@@ -12,22 +12,25 @@ from zbsolve.problem.problem import Problem
 Orders = list[list[Op]]
 
 
+def recomputed_order(order: list[Op], chosen: Callable[[Op], bool] = lambda _op: True) -> list[Op]:
+    """A device's order with the microbatch-stages `chosen` recomputed: the F an FC, and an R
+    right before the backward that needs it (B or BW)."""
+    ops: list[Op] = []
+    for op in order:
+        if not isinstance(op, Op):  # an overlapped pair: these schedules have none
+            raise ValueError("recomputation in a schedule with overlapped pairs is not made")
+        if chosen(op) and op.kind == Kind.F.value:
+            ops.append(op.with_kind(Kind.FC.value))
+            continue
+        if chosen(op) and op.kind in (Kind.B.value, Kind.BW.value):
+            ops.append(op.with_kind(Kind.R.value))
+        ops.append(op)
+    return ops
+
+
 def recomputed_orders(orders: Orders) -> Orders:
-    """The same order, every F an FC and an R right before each backward that needs it (B or BW)."""
-    found: Orders = []
-    for order in orders:
-        ops: list[Op] = []
-        for op in order:
-            if not isinstance(op, Op):  # an overlapped pair: these schedules have none
-                raise ValueError("full recomputation of a schedule with overlapped pairs is not made")
-            if op.kind == Kind.F.value:
-                ops.append(op.with_kind(Kind.FC.value))
-                continue
-            if op.kind in (Kind.B.value, Kind.BW.value):
-                ops.append(op.with_kind(Kind.R.value))
-            ops.append(op)
-        found.append(ops)
-    return found
+    """The same orders with every microbatch recomputed at every stage."""
+    return [recomputed_order(order) for order in orders]
 
 
 def recomputing(build: Callable[[Problem], list]) -> Callable[[Problem], list]:

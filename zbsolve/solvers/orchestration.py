@@ -126,9 +126,12 @@ def solve(
     state = SearchState(data)
     if stop is not None:
         state.stop = stop
+    if problem.levers and warm_start and baselines is None:  # timed once: both starts below read them
+        baselines = [run_baseline(name, problem, graph) for name in applicable(problem)]
     warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
     if problem.levers and warm_start:
-        warm = _best_recomputed_to_fit(problem, graph, baselines, warm)
+        assert baselines is not None
+        warm = _best_recomputed_to_fit(graph, baselines, warm)
         warm = _without_levers(problem, graph, backend.name, settings, stop, warm)
     bound = data.value(state.lower_bound())
     # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler
@@ -167,13 +170,11 @@ def solve(
     return _finish(problem, graph, data, settings, state, backend.name, _noted(result, fallback), warm, began)
 
 
-def _best_recomputed_to_fit(problem: Problem, graph: OpGraph, baselines: Sequence[Schedule] | None,
+def _best_recomputed_to_fit(graph: OpGraph, baselines: Sequence[Schedule],
                             warm: Schedule | None) -> Schedule | None:
     """The better of `warm` and each hand-made schedule over the limit with the
     recomputations it needs to fit (`recompute_fit`)."""
-    timed = baselines if baselines is not None else [run_baseline(name, problem, graph)
-                                                     for name in applicable(problem)]
-    for schedule in timed:
+    for schedule in baselines:
         fitted = fitted_with_recomputation(graph, schedule)
         if fitted is not None and (warm is None or fitted.value < warm.value):
             warm = fitted

@@ -9,6 +9,7 @@ most of the order ahead (as a cache evicts the entry needed last)."""
 
 from __future__ import annotations
 
+from zbsolve.baselines.recompute import recomputed_order
 from zbsolve.problem.op_graph import Op, OpGraph
 from zbsolve.problem.op_kinds import Kind
 from zbsolve.schedule.schedule import Schedule
@@ -21,26 +22,13 @@ def _key(op: Op) -> Key:
     return op.pipe, op.stage, op.microbatch
 
 
-def _with(order: list[Op], recomputed: set[Key]) -> list[Op]:
-    ops: list[Op] = []
-    for op in order:
-        if _key(op) in recomputed:
-            if op.kind == Kind.F.value:
-                ops.append(op.with_kind(Kind.FC.value))
-                continue
-            if op.kind in (Kind.B.value, Kind.BW.value):
-                ops.append(op.with_kind(Kind.R.value))
-        ops.append(op)
-    return ops
-
-
 def _fitted(graph: OpGraph, order: list[Op], limit: int) -> list[Op] | None:
     """The device's order with the fewest-first recomputations that keep it within `limit`
     (ticks), or None when even recomputing every microbatch would not."""
     recomputed: set[Key] = set()
     while True:
         level, held, over = 0, {}, None  # held: whole activations by key, their backward's place
-        ops = _with(order, recomputed)
+        ops = recomputed_order(order, lambda op: _key(op) in recomputed)
         backward_at = {_key(op): j for j, op in enumerate(ops) if op.kind in (Kind.B.value, Kind.BW.value)}
         for op in ops:
             allocated, released = graph.memory_effect(op)

@@ -34,7 +34,7 @@ class LeverModel(_Model):
     def _disjunctions(self) -> None:
         super()._disjunctions()
         d, H, graph = self.data, self.horizon, self.graph
-        backward = kinds_of(d.split)[1]
+        self.backward = backward = kinds_of(d.split)[1]  # B or BW: what waits for the activation
         self.forwards = [op for op in d.ops if op.kind == Kind.F.value]
         self.x = {f: pulp.LpVariable(f"x{self.index[f]}", cat="Binary") for f in self.forwards}
         self.r = {f: pulp.LpVariable(f"r{self.index[f]}", 0, H) for f in self.forwards}
@@ -65,7 +65,7 @@ class LeverModel(_Model):
     def _r_fixed(self, f: Op, g: Op) -> int | None:
         """1 if f's R surely runs before op g, 0 if surely after, None if open: R runs after
         its forward and before its backward, so their ancestors and descendants are fixed."""
-        b = f.with_kind(kinds_of(self.data.split)[1])
+        b = f.with_kind(self.backward)
         if g == f or self.ancestors[f] >> self.index[g] & 1:
             return 0
         if g == b or self.ancestors[g] >> self.index[b] & 1:
@@ -103,7 +103,6 @@ class LeverModel(_Model):
 
     def _memory(self) -> None:
         d, graph = self.data, self.graph
-        self.forwards = [op for op in d.ops if op.kind == Kind.F.value]
         for device, ops in enumerate(d.device_ops):
             limit = graph.memory_limit[device] if graph.memory_limit is not None else None
             if limit is None:
