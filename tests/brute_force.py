@@ -1,5 +1,7 @@
 """Best makespan of tiny problems by exhaustive search, independent of every solver."""
 
+import math
+
 from zbsolve.problem.op_graph import Op, OpGraph
 from zbsolve.schedule.simulator import simulate
 
@@ -125,3 +127,106 @@ def brute_force_levers_makespan(problem):
 
         search({}, [0] * problem.devices, (-1, -1), [[] for _ in range(problem.devices)])
     return best[0]
+
+
+def brute_force_timed_makespan(problem):
+    """Best makespan with any memory levers, by exhaustive search over integer start times
+    (tiny problems, no pairs, split backward, comm 0). Each step (the costs' greatest common
+    divisor in ticks), each free
+    lane of a device (its compute stream and, with the offload lever, its two copy channels)
+    starts one of its ready ops or nothing; a forward's start chooses its way (kept,
+    recomputed or offloaded); the level a device holds after the tick's starts is held to its
+    limit. Some optimal schedule starts every op on a whole step (fix the interleaving of its
+    events and the starts solve difference constraints whose constants are whole steps), so
+    this is the exact optimum. Written apart from the simulator and the
+    solvers: it reads only the op-kind table and the op graph's costs, dependencies and
+    memory amounts. A state met again no earlier than before is not searched again (nothing
+    in the problem depends on the clock), nor one whose devices' remaining compute ends
+    no earlier than the best found."""
+    from itertools import product
+
+    from zbsolve.problem.op_kinds import TABLE, ways
+
+    graph = OpGraph(problem)
+    assert problem.split_backward and graph.comm == 0 and problem.fb_overlap is None, "split, comm 0, no pairs"
+    options = [way for way in ways(True, problem.levers) if "BW" not in way]
+    keys = [(q, k, i) for q, pipe in enumerate(problem.pipes) for k in range(len(pipe.stages))
+            for i in pipe.microbatches]
+    device = {key: graph.device(Op("F", *key)) for key in keys}
+    limit = graph.memory_limit
+    lanes = [(d, r) for d in range(problem.devices) for r in ("compute", "d2h", "h2d")]
+    least = {key: min(sum(graph.duration(Op(kind, *key)) for kind in way if TABLE[kind].resource == "compute")
+                      for way in options) for key in keys}
+    best = [None]
+    earliest: dict = {}
+    step = math.gcd(*(graph.duration(Op(kind, *key)) for key in keys for way in options for kind in way))
+
+    def producer(event, way_of, q, k, i):
+        way = way_of.get((q, k, i))
+        return None if way is None else next(Op(kind, q, k, i) for kind in way if event in TABLE[kind].produces)
+
+    def ready(op, way_of, ended):
+        return all((source := producer(event, way_of, q, k, i)) is not None and source in ended
+                   for (event, q, k, i), _ in graph.requirements(op))
+
+    def candidates(lane, way_of, ended, started):
+        d, resource = lane
+        found = []
+        for key in keys:
+            if device[key] != d:
+                continue
+            for way in ([way_of[key]] if key in way_of else options):
+                for kind in way:
+                    op = Op(kind, *key)
+                    if op not in started and TABLE[kind].resource == resource and \
+                            ready(op, {**way_of, key: way}, ended):
+                        found.append((op, way))
+        return found
+
+    def level(d, started, t):
+        return sum(alloc - (release if end <= t else 0)
+                   for op, (_, end) in started.items() if device[op.pipe, op.stage, op.microbatch] == d
+                   for alloc, release in (graph.memory_effect(op),))
+
+    def bound(t, way_of, started):
+        """When each device's compute can end at the earliest: its running op, then the rest of its work."""
+        ends = []
+        for d in range(problem.devices):
+            running = max([t] + [end for op, (_, end) in started.items()
+                                 if graph.device(op) == d and TABLE[op.kind].resource == "compute"])
+            left = sum(least[key] if key not in way_of else sum(
+                graph.duration(Op(kind, *key)) for kind in way_of[key]
+                if TABLE[kind].resource == "compute" and Op(kind, *key) not in started)
+                for key in keys if device[key] == d)
+            ends.append(running + left)
+        return max(ends)
+
+    def search(t, way_of, started):
+        ended = {op for op, (_, end) in started.items() if end <= t}
+        if len(way_of) == len(keys) and len(ended) == sum(len(way) for way in way_of.values()):
+            finish = max(end for _, end in started.values())
+            best[0] = finish if best[0] is None else min(best[0], finish)
+            return
+        if best[0] is not None and bound(t, way_of, started) >= best[0]:
+            return
+        state = (frozenset(way_of.items()), frozenset(ended),
+                 frozenset((op, end - t) for op, (_, end) in started.items() if end > t))
+        if earliest.get(state, t + 1) <= t:
+            return
+        earliest[state] = t
+        busy = {(graph.device(op), TABLE[op.kind].resource) for op, (_, end) in started.items() if end > t}
+        choices = [[None] + candidates(lane, way_of, ended, started) for lane in lanes if lane not in busy]
+        for pick in product(*choices):
+            chosen = [c for c in pick if c is not None]
+            now, ways_now = dict(started), dict(way_of)
+            clash = False
+            for op, way in chosen:
+                key = (op.pipe, op.stage, op.microbatch)
+                clash |= ways_now.setdefault(key, way) != way  # two lanes choosing one forward's way
+                now[op] = (t, t + graph.duration(op))
+            if clash or (limit is not None and any(level(d, now, t) > limit[d] for d in range(problem.devices))):
+                continue
+            search(t + step, ways_now, now)
+
+    search(0, {}, {})
+    return graph.time(best[0])

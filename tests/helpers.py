@@ -16,8 +16,8 @@ from zbsolve.solvers.view import ProblemView
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout: models/, benchmarks/, examples/
 
 
-def uniform(P, M, F=1.0, B=1.0, W=1.0, activation=1.0, residual=0.5, **kw):
-    return build_problem(P, M, StageCost(F, B, W, activation, residual), **kw)
+def uniform(P, M, F=1.0, B=1.0, W=1.0, activation=1.0, residual=0.5, offload=None, **kw):
+    return build_problem(P, M, StageCost(F, B, W, activation, residual, offload=offload), **kw)
 
 
 def feasible(problem) -> bool:

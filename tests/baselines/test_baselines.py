@@ -6,7 +6,7 @@ from fractions import Fraction
 import pytest
 from helpers import uniform
 
-from zbsolve.baselines import applicable, run_baseline
+from zbsolve.baselines import applicable, left_out, run_baseline
 from zbsolve.errors import UsageError
 from zbsolve.problem.placements import build_problem
 from zbsolve.problem.problem import StageCost
@@ -102,15 +102,22 @@ def test_over_limit_is_reported_not_dropped():
     assert s.over_memory_limit() == [0, 1, 2]
 
 
-@pytest.mark.parametrize("name, placement", [("1f1b-r", "single"), ("zb-h1-r", "single"),
-                                             ("interleaved-r", "interleaved:2"),
-                                             ("interleaved-zb-r", "interleaved:2"), ("zb-v-r", "vshape")])
-def test_recomputed_baselines_run_their_schedule_with_every_forward_recomputed(name, placement):
-    costs = StageCost(2, 2, 1, activation=1, residual=0.5, checkpoint=0.1)
-    problem = build_problem(4, 8, costs, placement=placement, levers=("recompute",))
+WITH_LEVERS = [("1f1b", "single"), ("zb-h1", "single"), ("interleaved", "interleaved:2"),
+               ("interleaved-zb", "interleaved:2"), ("zb-v", "vshape")]  # the schedules made with each lever
+
+
+def _with_lever(name, placement, lever, **cost):
+    """The problem, the named baseline with its lever (validated), and the same one without."""
+    problem = build_problem(4, 8, StageCost(2, 2, 1, activation=1, residual=0.5, **cost), placement=placement,
+                            levers=(lever,))
     schedule = run_baseline(name, problem)
     validate(schedule)
-    plain = run_baseline(name[:-2], replace(problem, levers=()))
+    return problem, schedule, run_baseline(name[:-2], replace(problem, levers=()))
+
+
+@pytest.mark.parametrize("name, placement", [(f"{name}-r", placement) for name, placement in WITH_LEVERS])
+def test_recomputed_baselines_run_their_schedule_with_every_forward_recomputed(name, placement):
+    problem, schedule, plain = _with_lever(name, placement, "recompute", checkpoint=0.1)
     kinds = [t.op.kind for ops in schedule.devices for t in ops]
     assert "F" not in kinds and kinds.count("FC") == kinds.count("R") == sum(len(p.stages) for p in problem.pipes) * 8
     # the same order of forwards and backwards, each R right before its backward
@@ -132,3 +139,42 @@ def test_1f1b_with_recomputation_holds_checkpoints_and_one_whole_activation():
 
 def test_recomputed_baselines_need_the_lever():
     assert "1f1b-r" not in applicable(build_problem(4, 8, StageCost(1, 1, 1)))
+
+
+def test_the_pipeoffload_rule_copies_out_in_forward_order_and_back_as_late_as_it_can():
+    # 1F1B, P=2, M=3, unit F, BW 2, copies of 1. Device 0: to host after each forward (O2 after
+    # F2 ends at 7); back latest first: L2 ends at BW2's start 10, L1 at BW1's 7, L0 at BW0's 4.
+    # The last stage runs each backward right after its forward: no room for two copies there.
+    problem = build_problem(2, 3, StageCost(1, 1, 1, activation=1, residual=0.5, offload=1), levers=("offload",))
+    schedule = run_baseline("1f1b-o", problem)
+    validate(schedule)
+    copies = {str(t.op): (t.start, t.end) for t in schedule.devices[0] if t.op.kind in ("O", "L")}
+    assert copies == {"0.0O0": (1, 2), "0.0O1": (2, 3), "0.0O2": (7, 8),
+                      "0.0L0": (3, 4), "0.0L1": (6, 7), "0.0L2": (9, 10)}
+    assert not any(t.op.kind in ("FO", "O", "L") for t in schedule.devices[1])
+    assert schedule.value == run_baseline("1f1b", replace(problem, levers=())).value == 12
+
+
+@pytest.mark.parametrize("name, placement", [(f"{name}-o", placement) for name, placement in WITH_LEVERS])
+def test_offloading_baselines_keep_their_order_and_times_and_hold_no_more(name, placement):
+    _, schedule, plain = _with_lever(name, placement, "offload", offload=0.5)
+    assert schedule.offloaded() > 0 and schedule.value == plain.value
+    for ops, plain_ops in zip(schedule.devices, plain.devices):
+        compute = [(t.op.with_kind("F") if t.op.kind == "FO" else t.op, t.start) for t in ops if t.op.kind not in "OL"]
+        assert compute == [(t.op, t.start) for t in plain_ops]
+    assert all(a <= b + 1e-9 for a, b in zip(schedule.metrics.peak_memory, plain.metrics.peak_memory))
+
+
+def test_with_a_limit_the_rule_offloads_the_fewest_chunks_that_fit():
+    costs = StageCost(2, 2, 1, activation=1, residual=0.5, offload=0.5)
+    loose = build_problem(4, 8, costs, placement="interleaved:2", levers=("offload",), memory="1.5x")
+    schedule = run_baseline("interleaved-o", loose)
+    assert not schedule.over_memory_limit()
+    chunks = {(t.op.stage // 4) for ops in schedule.devices for t in ops if t.op.kind == "O"}
+    assert chunks == {0}  # the first chunk's microbatches only
+
+
+def test_offloading_baselines_need_the_lever():
+    plain = build_problem(4, 8, StageCost(1, 1, 1))
+    assert "1f1b-o" not in applicable(plain)
+    assert not any(name.endswith("-o") for name, _ in left_out(plain))  # not missed where the lever is not allowed

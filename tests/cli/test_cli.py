@@ -573,7 +573,13 @@ def test_a_solve_with_the_recompute_lever_shows_the_recomputed_baselines(capsys,
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--levers", "offload"), "--levers: unknown lever 'offload'; choose from recompute"),
+    (("--levers", "swap"), "--levers: unknown lever 'swap'; choose from recompute, offload"),
+    (("--levers", "offload"), "the offload lever needs each stage's copy time"),
+    (("--levers", "offload", "--host-bandwidth", "25GB"), "--host-bandwidth: bandwidth '25GB': expected an amount"),
+    (("--levers", "offload", "--host-bandwidth", "25GB/s"), "--host-bandwidth: a copy's time from a bandwidth needs "
+                                                            "the activation in a byte unit"),
+    (("--levers", "offload", "--offload", "0"), "--offload must be > 0"),
+    (("--levers", "offload", "--offload", "1", "--solver", "cbc"), "cbc backend does not model the offload lever"),
     (("--levers", "recompute", "--solver", "list"), "list scheduler does not choose memory levers"),
     (("--recompute", "0"), "--recompute must be > 0"),
     (("--checkpoint", "2"), "checkpoint must be <= activation"),
@@ -581,3 +587,18 @@ def test_a_solve_with_the_recompute_lever_shows_the_recomputed_baselines(capsys,
 def test_lever_options_refuse_bad_input_by_name(capsys, args, message):
     code, out, err = run(capsys, "solve", "--stages", "2", "--microbatches", "2", "--time-limit", "1", *args)
     assert code == 2 and message in err
+
+
+def test_a_solve_with_the_offload_lever_times_copies_from_the_bandwidth_and_counts_them(capsys, tmp_path):
+    # 0.5 GB per rank-stage over 25 GB/s: 20 ms a copy, each way
+    target = tmp_path / "o.json"
+    code, out, _ = run(capsys, "solve", "--stages", "4", "--microbatches", "8", "--F", "40", "--B", "40", "--W", "40",
+                       "--activation", "0.5", "--memory-unit", "GB", "--memory", "1GB", "--levers", "offload",
+                       "--host-bandwidth", "25GB/s", "--time-limit", "2", "--workers", "1", "-q", "-o", str(target))
+    assert code == 0, out
+    assert "levers offload (copy 20 ms each way per stage)" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert "1f1b-o" in rows and "offloads" in rows["1f1b-o"] and "offloads" in rows["solved"]
+    code, out, err = run(capsys, "run", str(target), "--layers", "1", "--hidden", "8", "--heads", "2", "--seq", "4",
+                         "--microbatch-size", "1", "--steps", "1", "--warmup", "0")
+    assert code == 2 and "does not execute host copies yet" in err

@@ -211,7 +211,26 @@ def test_a_recomputed_schedule_round_trips_with_its_lever_and_costs(tmp_path):
                                                       "residual": 0.5, "recompute": 0.75, "checkpoint": 0.125}
     again = read_schedule(path)
     assert again.problem == problem and again.devices == schedule.devices
-    data["problem"]["levers"] = ["offload"]
+    data["problem"]["levers"] = ["swap"]
     (tmp_path / "bad.json").write_text(json.dumps(data))
-    with pytest.raises(ScheduleFileError, match="unknown lever .offload."):
+    with pytest.raises(ScheduleFileError, match="unknown lever .swap."):
         read_schedule(tmp_path / "bad.json")
+
+
+def test_an_offloaded_schedule_round_trips_with_its_copies_and_their_channels_in_the_trace(tmp_path):
+    from zbsolve.formats.chrome_trace import chrome_trace
+
+    problem = uniform(2, 3, memory="1x", offload=0.75, levers=("offload",))
+    schedule = run_baseline("1f1b-o", problem)
+    path = tmp_path / "o.json"
+    write_schedule(schedule, path)
+    data = json.loads(path.read_text())
+    jsonschema.validate(data, json_schema())
+    assert data["problem"]["levers"] == ["offload"] and data["problem"]["stage_costs"][0]["offload"] == 0.75
+    assert {o["kind"] for o in data["devices"][0]["ops"]} == {"FO", "O", "L", "BW"}
+    again = read_schedule(path)
+    assert again.problem == problem and again.devices == schedule.devices
+    events = chrome_trace(schedule)["traceEvents"]
+    threads = {e["args"]["name"] for e in events if e["name"] == "thread_name" and e["pid"] == 0}
+    assert threads == {"ops", "device-to-host copies", "host-to-device copies"}
+    assert {e["tid"] for e in events if e["ph"] == "X" and e["cat"] in ("O", "L")} == {2, 3}

@@ -46,3 +46,21 @@ def test_every_one_pipe_schedule_passes_torchs_checks(problem):
             check_with_torch(schedule)
     check_with_torch(solve(problem, "list", time_limit=5, workers=1))
 
+
+
+def test_an_offloading_plan_is_written_with_its_forwards_as_f_and_its_copies_beside(tmp_path):
+    import json
+
+    from helpers import uniform
+
+    from zbsolve.formats.torch_csv import write_torch_csv
+
+    schedule = run_baseline("1f1b-o", uniform(2, 3, offload=1.0, levers=("offload",)))
+    plain = run_baseline("1f1b", uniform(2, 3))
+    path = tmp_path / "plan.csv"
+    note = write_torch_csv(schedule, path)
+    assert path.read_text() == torch_csv(plain)  # the same actions: FO as F, no copies
+    beside = json.loads((tmp_path / "plan.csv.offload.json").read_text())
+    assert note and "plan.csv.offload.json" in note and "host copies" in note
+    assert beside["offload"][0] == {"stage": 0, "microbatch": 0, "planned_to_host": 1.0, "planned_back": 3.0}
+    assert len(beside["offload"]) == 3 and not (tmp_path / "plan.csv.recompute.json").exists()

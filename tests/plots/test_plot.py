@@ -249,3 +249,30 @@ def test_the_memory_axis_names_the_costs_unit():
         assert ax.get_ylabel() == "activation memory (GB)"
     finally:
         plt.close(fig)
+
+
+def test_copies_are_thin_rows_under_their_device_s_compute():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    from zbsolve.plots.schedule_plot import COPY_ROWS, _gantt
+
+    s = run_baseline("1f1b-o", uniform(2, 3, offload=1.0, levers=("offload",)))
+    assert s.offloaded() == 3
+    figure, ax = pyplot.subplots()
+    _gantt(ax, s, s.metrics.makespan, 400 / s.metrics.makespan)
+    spans = set()
+    for collection in ax.collections:
+        for path in collection.get_paths():
+            (x0, y0), (x1, y1) = path.vertices.min(axis=0), path.vertices.max(axis=0)
+            spans.add((round(x0, 9), round(x1, 9), round(y0, 9), round(y1, 9)))
+    pyplot.close(figure)
+    for d, ops in enumerate(s.devices):
+        row = 1 - d
+        for t in ops:
+            below, height = COPY_ROWS.get(t.op.kind, (-0.15, 0.55))
+            assert (round(t.start, 9), round(t.end, 9), round(row + below, 9), round(row + below + height, 9)) in spans
+    # the rows keep apart: the d2h row, the h2d row, then compute
+    assert COPY_ROWS["O"][0] + COPY_ROWS["O"][1] <= COPY_ROWS["L"][0] and COPY_ROWS["L"][0] + COPY_ROWS["L"][1] <= -0.15

@@ -12,7 +12,7 @@ from zbsolve.schedule.validator import memory_change, needs
 
 
 def test_every_kind_has_a_row_and_a_text_form_that_round_trips():
-    assert KINDS == ("F", "B", "W", "BW", "FC", "R") and set(TABLE) == set(Kind)
+    assert KINDS == ("F", "B", "W", "BW", "FC", "R", "FO", "O", "L") and set(TABLE) == set(Kind)
     for kind in KINDS:
         op = Op(kind, 1, 3, 5)
         assert Op.parse(str(op)) == op and str(op) == f"1.3{kind}5"
@@ -22,8 +22,10 @@ def test_every_kind_has_a_row_and_a_text_form_that_round_trips():
 def test_a_microbatch_frees_at_a_stage_all_it_allocates_there(split):
     # as the Zero Bubble authors' graph config asserts of its per-kind deltas, on every way
     assert kinds_of(split) == (("F", "B", "W") if split else ("F", "BW"))
-    every = ways(split, ("recompute",))
-    assert every[-1] == (("FC", "R", "B", "W") if split else ("FC", "R", "BW"))
+    every = ways(split, ("recompute", "offload"))
+    assert every[-1] == (("FO", "O", "L", "B", "W") if split else ("FO", "O", "L", "BW"))
+    assert (("FC", "R", "B", "W") if split else ("FC", "R", "BW")) in every
+    assert len(every) == 6 if split else len(every) == 3  # kept, recomputed, offloaded; fused too where split
     for kinds in every:
         for activation, residual, checkpoint in ((7, 3, 1), (5, 0, 0), (4, 4, 4), (6, 2, 5)):
             held = sum(amount(TABLE[Kind(k)].allocates, activation, residual, checkpoint)
@@ -38,6 +40,8 @@ def test_a_microbatch_frees_at_a_stage_all_it_allocates_there(split):
     # a checkpoint below the residual: R's interval lasts until the W
     (("FC", "R", "B", "W"), (7, 3, 1), [("R", "B", 4), ("R", "W", 2), ("FC", "W", 1)]),
     (("FC", "R", "BW"), (7, 3, 0), [("R", "BW", 7)]),
+    # offloaded: held from the forward until its copy to host ends, then again from the copy back
+    (("FO", "O", "L", "B", "W"), (7, 3, 0), [("FO", "O", 7), ("L", "B", 4), ("L", "W", 3)]),
 ])
 def test_a_way_s_memory_as_intervals_sums_to_what_it_holds(way, amounts, expected):
     assert way_holds(way, *amounts) == expected
@@ -52,7 +56,8 @@ def test_a_way_s_memory_as_intervals_sums_to_what_it_holds(way, amounts, expecte
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_table_and_the_validator_say_the_same_of_memory(kind):
-    problem = build_problem(3, 2, StageCost(1, 1, 1, activation=7, residual=3, checkpoint=2), levers=("recompute",))
+    problem = build_problem(3, 2, StageCost(1, 1, 1, activation=7, residual=3, checkpoint=2, offload=1),
+                            levers=("recompute", "offload"))
     graph = OpGraph(problem)
     op = Op(kind, 0, 1, 0)
     per_unit = graph.memory_scale
@@ -62,15 +67,16 @@ def test_the_table_and_the_validator_say_the_same_of_memory(kind):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("placement", ["single", "vshape", "bidirectional"])
 def test_the_table_and_the_validator_say_the_same_of_what_an_op_waits_for(kind, placement):
-    problem = uniform(4, 4, placement=placement, split_backward=kind != "BW", levers=("recompute",))
+    problem = uniform(4, 4, placement=placement, split_backward=kind != "BW", levers=("recompute", "offload"),
+                      offload=1.0)
     graph = OpGraph(problem)
     for q, pipe in enumerate(problem.pipes):
         for k in range(len(pipe.stages)):
             op = Op(kind, q, k, 1)
             from_table = [(event, stage) for (event, _, stage, _), _ in graph.requirements(op)]
             said = needs(kind, k, len(pipe.stages))
-            if kind in ("B", "BW"):  # the validator adds the R where one ran
-                said = said + [(("F", "R"), k)]
+            if kind in ("B", "BW"):  # the validator adds the R or L where one ran
+                said = said + [(("F", "R", "L"), k)]
             assert len(from_table) == len(said)
             for (event, stage), (kinds, their_stage) in zip(from_table, said):
                 producers = {k2 for k2 in KINDS if event in TABLE[Kind(k2)].produces}

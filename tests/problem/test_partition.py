@@ -129,7 +129,8 @@ def test_the_least_bound_searched_equals_counting(layer_costs, placement, split,
      r"layers\[0\].modules must be a list of module names"),
     ([{"name": "a", "B": 1, "W": 1}, {"name": "b", "F": 1, "B": 1, "W": 1}], r"layers\[0\] is missing key 'F'"),
     ([{"name": "a", "F": 1, "B": 1, "W": 1, "colour": 2}, {"name": "b", "F": 1, "B": 1, "W": 1}],
-     r"unknown key 'colour' \(allowed: B, BW, F, W, activation, checkpoint, modules, name, recompute, residual\)"),
+     r"unknown key 'colour' \(allowed: B, BW, F, W, activation, checkpoint, modules, name, offload, recompute, "
+     r"residual\)"),
 ])
 def test_a_layer_list_that_is_not_one_is_refused_by_name(layers, message):
     from zbsolve.errors import ProfileError

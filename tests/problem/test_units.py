@@ -10,7 +10,7 @@ from zbsolve.errors import ProblemError
 from zbsolve.formats.schedule_json import read_schedule, schedule_to_dict, write_schedule
 from zbsolve.problem.placements import build_problem
 from zbsolve.problem.problem import StageCost
-from zbsolve.problem.units import amount_in, bytes_per
+from zbsolve.problem.units import amount_in, bytes_per, copy_time
 
 PROFILE = str(REPO_ROOT / "models" / "zb-1.5b.json")
 
@@ -80,3 +80,23 @@ def test_a_bare_number_stays_an_amount_where_the_unit_is_no_byte_unit_or_a_numbe
     assert build_problem(2, 4, cost, memory="7", memory_unit_name="units").memory_limit == (7.0, 7.0)
     assert build_problem(2, 4, cost, memory="7").memory_limit == (7.0, 7.0)
     assert build_problem(2, 4, cost, memory=7.0, memory_unit_name="GB").memory_limit == (7.0, 7.0)
+
+
+@pytest.mark.parametrize("amount, unit, time_unit, bandwidth, expected", [
+    (3, "GB", "ms", "25GB/s", 120.0),  # the README's 7B stage over PCIe
+    (3, "GB", "s", "25 GB / s", 0.12),
+    (512, "MiB", "us", "2GiB/s", 250_000.0),
+])
+def test_a_copy_s_time_is_its_bytes_over_the_bandwidth(amount, unit, time_unit, bandwidth, expected):
+    assert copy_time(amount, unit, time_unit, bandwidth) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("unit, time_unit, bandwidth, message", [
+    ("GB", "ms", "25GB", "expected an amount per second"),
+    ("GB", "ms", "0GB/s", "expected an amount per second above 0"),
+    (None, "ms", "25GB/s", "needs the activation in a byte unit"),
+    ("GB", "steps", "25GB/s", "needs times in s, ms, us or ns"),
+])
+def test_a_copy_s_time_refuses_what_it_cannot_convert(unit, time_unit, bandwidth, message):
+    with pytest.raises(ProblemError, match=message):
+        copy_time(1, unit, time_unit, bandwidth)

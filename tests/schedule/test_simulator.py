@@ -1,11 +1,15 @@
-"""The simulator reports orders that cannot run, naming the stuck op, instead of looping."""
+"""The simulator reports orders that cannot run, naming the stuck op, instead of looping; it
+times copies (the offload lever) beside compute."""
 
 import pytest
 from helpers import uniform
 
 from zbsolve.errors import ScheduleError
 from zbsolve.problem.op_graph import Op
+from zbsolve.problem.placements import build_problem
+from zbsolve.problem.problem import StageCost
 from zbsolve.schedule.simulator import simulate
+from zbsolve.schedule.validator import validate
 
 
 def test_deadlocked_order_names_the_stuck_op():
@@ -54,3 +58,24 @@ def test_malformed_pairs_are_refused(fb_overlap, slot, message):
     rest = [op for op in (F0, F1, BW1, BW0) if op not in slot]
     with pytest.raises(ScheduleError, match=message):
         simulate(uniform(1, 1, fb_overlap=fb_overlap, **V_ONE), [[slot, *rest]])
+
+
+def test_copies_run_beside_compute_each_issued_after_the_op_listed_before_it():
+    # P=2, M=2, unit costs, copies of 1: the first stage offloads microbatch 0 (hand-timed)
+    problem = build_problem(2, 2, StageCost(1, 1, 1, offload=1), levers=("offload",))
+    orders = [[Op.parse(t) for t in "0.0FO0 0.0O0 0.0F1 0.0L0 0.0B0 0.0B1 0.0W0 0.0W1".split()],
+              [Op.parse(t) for t in "0.1F0 0.1B0 0.1F1 0.1B1 0.1W0 0.1W1".split()]]
+    s = simulate(problem, orders)
+    validate(s)
+    times = {str(t.op): (t.start, t.end) for ops in s.devices for t in ops}
+    # O0 after FO0; L0 issued with F1 (at 1) but waits for O0's end; B0 waits for L0 and for 0.1B0
+    assert times["0.0O0"] == (1, 2) and times["0.0L0"] == (2, 3) and times["0.0B0"] == (3, 4)
+    assert times["0.0B1"] == (5, 6) and s.metrics.makespan == 8
+    assert s.metrics.busy == (6, 6)  # copies are not compute
+    # FO0 until O0 ends at 2 and F1 from 1: two activations; L0 takes one back as F1 still holds
+    assert s.metrics.peak_memory == (2.0, 1.5)
+    # listed after B1 (which starts at 5), the copy back starts no earlier than that: B0 waits
+    later = [[op for op in orders[0] if op.kind != "L"], orders[1]]
+    later[0].insert(later[0].index(Op.parse("0.0B1")) + 1, Op.parse("0.0L0"))
+    with pytest.raises(ScheduleError, match="waits for the activation back on the device"):
+        simulate(problem, later)

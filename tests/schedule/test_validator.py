@@ -350,3 +350,47 @@ def test_recomputation_where_the_problem_has_no_lever_is_refused(schedule):
     plain = replace(s, problem=replace(s.problem, levers=()))
     with pytest.raises(ValidationError, match="kind FC is not allowed"):
         validate(plain)
+
+
+# The offload lever: one stage, FO then its copy O to host, its copy L back, then the backward.
+def _offloaded(memory=None, M=1):
+    """A schedule of the offload problem to put hand-timed ops in (`_timed`)."""
+    problem = uniform(1, M, F=1, B=2, W=1, activation=1, residual=0.5, offload=1, memory=memory,
+                      levers=("offload",))
+    return replace(run_baseline("1f1b", replace(problem, levers=())), problem=problem)
+
+
+def test_a_backward_before_its_reload_ends_is_refused_naming_both():
+    s = _timed(_offloaded(), ("0.0FO0", 0, 1), ("0.0O0", 1, 2), ("0.0L0", 2, 3), ("0.0BW0", 2.5, 5.5))
+    with pytest.raises(ValidationError, match=r"BW pipe 0 stage 0 microbatch 0 .* starts before L pipe 0 stage 0 "
+                                              r"microbatch 0 on device 0 \[2, 3\] ends"):
+        validate(s)
+
+
+def test_two_copies_at_once_on_a_channel_are_refused_naming_both():
+    s = _timed(_offloaded(M=2), ("0.0FO0", 0, 1), ("0.0FO1", 1, 2), ("0.0O0", 1.5, 2.5), ("0.0O1", 2, 3),
+               ("0.0L0", 3, 4), ("0.0L1", 4, 5), ("0.0BW0", 5, 8), ("0.0BW1", 8, 11))
+    with pytest.raises(ValidationError, match=r"O pipe 0 stage 0 microbatch 1 .* runs at once with O pipe 0 stage 0 "
+                                              r"microbatch 0 .* on the device-to-host channel"):
+        validate(s)
+
+
+def test_a_level_above_the_limit_names_the_reload_that_takes_it_there():
+    # the second forward's activation, then the first one's back: 2 above a limit of 1.5
+    s = _timed(_offloaded(memory=[1.5], M=2), ("0.0FO0", 0, 1), ("0.0O0", 1, 2), ("0.0FO1", 2, 3),
+               ("0.0L0", 2.5, 3.5), ("0.0O1", 3, 4), ("0.0BW0", 3.5, 6.5), ("0.0L1", 6.5, 7.5), ("0.0BW1", 7.5, 10.5))
+    with pytest.raises(ValidationError, match=r"L pipe 0 stage 0 microbatch 0 .*memory reaches 2, above the limit 1.5"):
+        validate(s)
+
+
+def test_an_offloaded_forward_without_its_copy_back_is_refused():
+    s = _timed(_offloaded(), ("0.0FO0", 0, 1), ("0.0O0", 1, 2), ("0.0BW0", 2, 5))
+    with pytest.raises(ValidationError, match="L pipe 0 stage 0 microbatch 0 is missing"):
+        validate(s)
+
+
+def test_offload_where_the_problem_has_no_lever_is_refused():
+    s = _timed(_offloaded(), ("0.0FO0", 0, 1), ("0.0O0", 1, 2), ("0.0L0", 2, 3), ("0.0BW0", 3, 6))
+    plain = replace(s, problem=replace(s.problem, levers=()))
+    with pytest.raises(ValidationError, match="kind FO is not allowed"):
+        validate(plain)

@@ -20,11 +20,19 @@ def test_a_point_without_levers_keeps_its_key_and_one_with_them_names_them():
     assert problem_of(with_levers, COSTS).stage_costs[0].checkpoint == 0.1
 
 
-@pytest.mark.parametrize("text, message", [("offload", "each entry must be none or one of recompute"),
-                                           ("", "--levers")])
+@pytest.mark.parametrize("text, message", [("swap", "each entry must be none, one of recompute, offload"),
+                                           ("recompute+swap", "levers joined by +"), ("", "--levers")])
 def test_a_malformed_lever_list_is_refused(text, message):
     with pytest.raises(UsageError, match=message):
         parse_levers_grid(text)
+
+
+def test_levers_joined_by_plus_are_one_grid_entry_in_the_table_s_order():
+    assert parse_levers_grid("none, offload+recompute,recompute") == [None, "recompute+offload", "recompute"]
+    costs = cost_model(None, [StageCost(1, 1, 1, activation=1, residual=0.5, offload=0.25)], 3, 0.0, True, None, "ms")
+    both = Point(3, "single", 6, "0.5x", "makespan", levers="recompute+offload")
+    assert both.key == "P=3 single M=6 memory=0.5x makespan levers=recompute+offload"
+    assert problem_of(both, costs).levers == ("recompute", "offload")
 
 
 def test_levers_with_the_span_are_refused_before_anything_runs():

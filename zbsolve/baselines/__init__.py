@@ -12,6 +12,7 @@ from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.simulator import simulate
 
 from . import chunked, dualpipe, single, v_blocks
+from .offload import needs_offload, offloading
 from .recompute import needs_recompute, recomputing
 from .zb_auto import zb_auto, zb_auto_fits
 from .zb_v_auto import zb_v_auto, zb_v_auto_fits
@@ -46,7 +47,7 @@ def _needs_two_p_microbatches(problem: Problem) -> str | None:
 class Baseline:
     name: str
     title: str
-    build: Callable[[Problem], list]
+    build: Callable[[Problem], list] | Callable[[Problem], Schedule]  # orders, or a schedule timed by its own rule
     placement: str  # the named placement it is made for ("interleaved" for any interleaved:V)
     needs: tuple[Callable[[Problem], str | None], ...] = ()  # what else it needs, each saying why not
 
@@ -85,6 +86,17 @@ BASELINES: dict[str, Baseline] = {
         Baseline("interleaved-zb-r", "interleaved zero bubble + recompute", recomputing(chunked.interleaved_zb),
                  "interleaved", (needs_recompute, _needs_split, _needs_whole_rounds_of_zb)),
         Baseline("zb-v-r", "ZB-V + recompute", recomputing(chunked.zb_v), "vshape", (needs_recompute, _needs_split)),
+        # with activations offloaded by the PipeOffload rule, where the problem allows it
+        Baseline("1f1b-o", "1F1B + offload", offloading(single.one_f_one_b, "1f1b-o"), "single", (needs_offload,)),
+        Baseline("zb-h1-o", "ZB-H1 + offload", offloading(single.zb_h1, "zb-h1-o"), "single",
+                 (needs_offload, _needs_split)),
+        Baseline("interleaved-o", "interleaved 1F1B + offload", offloading(chunked.interleaved_1f1b, "interleaved-o"),
+                 "interleaved", (needs_offload, _needs_whole_rounds)),
+        Baseline("interleaved-zb-o", "interleaved zero bubble + offload",
+                 offloading(chunked.interleaved_zb, "interleaved-zb-o"), "interleaved",
+                 (needs_offload, _needs_split, _needs_whole_rounds_of_zb)),
+        Baseline("zb-v-o", "ZB-V + offload", offloading(chunked.zb_v, "zb-v-o"), "vshape",
+                 (needs_offload, _needs_split)),
     )
 }
 
@@ -101,10 +113,11 @@ def applicable(problem: Problem) -> list[str]:
 def left_out(problem: Problem) -> list[tuple[str, str]]:
     """The baselines made for the problem's placement that its other settings rule out
     (too few microbatches, a fused backward), each with why: a table without them says so.
-    Those that recompute are not missed where the problem allows no recomputation."""
+    Those that use a lever are not missed where the problem does not allow it."""
     placement = problem.placement.split(":")[0]
+    levers = {needs_recompute: "recompute", needs_offload: "offload"}
     return [(name, reason) for name, b in BASELINES.items()
-            if b.placement == placement and (needs_recompute not in b.needs or "recompute" in problem.levers)
+            if b.placement == placement and all(levers[n] in problem.levers for n in b.needs if n in levers)
             and (reason := b.refuses(problem)) is not None]
 
 
@@ -117,4 +130,7 @@ def run_baseline(name: str, problem: Problem, graph: OpGraph | None = None) -> S
     reason = baseline.refuses(problem)
     if reason:
         raise UsageError(f"baseline {key} does not fit this problem: it {reason}")
-    return simulate(graph or OpGraph(problem), baseline.build(problem), key)
+    built = baseline.build(problem)
+    if isinstance(built, Schedule):  # timed by its own rule (the offloading ones)
+        return built
+    return simulate(graph or OpGraph(problem), built, key)

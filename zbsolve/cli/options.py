@@ -9,7 +9,7 @@ import sys
 import warnings
 from dataclasses import replace
 
-from zbsolve.errors import ProblemWarning, UsageError
+from zbsolve.errors import ProblemError, ProblemWarning, UsageError
 from zbsolve.problem import partition
 from zbsolve.problem.op_kinds import LEVERS
 from zbsolve.problem.placements import (
@@ -23,6 +23,7 @@ from zbsolve.problem.placements import (
 )
 from zbsolve.problem.problem import OBJECTIVES, Problem, StageCost
 from zbsolve.problem.profiles import Profile, load_profile
+from zbsolve.problem.units import copy_time
 
 from .partition import COST_FLAGS, add_partition_option, check_partition_options, layered_problem, split_from_args
 
@@ -48,7 +49,8 @@ def add_problem_options(parser: argparse.ArgumentParser, several: bool = False) 
     group.add_argument("--levers", metavar="LIST", default="",
                        help=f"memory levers the solve may choose per stage and microbatch: {', '.join(LEVERS)} "
                             "(recompute: a forward keeps only its --checkpoint and runs again, as R, before its "
-                            "backward); default none")
+                            "backward; offload: its activation is copied to host after it and back before its "
+                            "backward, beside compute, in --offload time each way); default none")
     add_partition_option(group)
 
 
@@ -72,6 +74,11 @@ def add_cost_options(group: argparse._ArgumentGroup) -> None:
                        help="time of a recomputation R per rank-stage (default: the forward's time)")
     group.add_argument("--checkpoint", type=float, metavar="A",
                        help="memory a recomputed forward keeps until its R (the stage's input; default 0)")
+    group.add_argument("--offload", type=float, metavar="T",
+                       help="time of one copy of a rank-stage's activation to host or back (the offload lever)")
+    group.add_argument("--host-bandwidth", metavar="RATE",
+                       help="device-host copy bandwidth, such as 25GB/s: gives --offload as activation / RATE "
+                            "(needs a memory unit: a profile's memory_unit or --memory-unit)")
     group.add_argument("--fb-overlap", metavar="T|FRACTION",
                        help="duration of an overlapped F&B pair (DualPipe), between max(F, B + W) and "
                        "F + B + W (a pair absorbs its W), or as a share of F + B (80%%, 0.8x: the pair takes "
@@ -94,14 +101,14 @@ def _check_flag(name: str, value: float | None) -> None:
         return
     if not math.isfinite(value):
         raise UsageError(f"--{name} must be a finite number, got {value}")
-    if name in ("fb-overlap", "F", "recompute") and value <= 0:  # no length: see StageCost.checked
+    if name in ("fb-overlap", "F", "recompute", "offload") and value <= 0:  # no length: see StageCost.checked
         raise UsageError(f"--{name} must be > 0, got {value:g}")
     if value < 0:
         raise UsageError(f"--{name} must be >= 0, got {value:g}")
 
 
 def check_cost_flags(args: argparse.Namespace) -> None:
-    for name in ("F", "B", "W", "comm", "activation", "residual", "recompute", "checkpoint"):
+    for name in ("F", "B", "W", "comm", "activation", "residual", "recompute", "checkpoint", "offload"):
         _check_flag(name, getattr(args, name))
     parse_fb_overlap(args.fb_overlap)
 
@@ -152,7 +159,19 @@ def rank_costs_from_args(args: argparse.Namespace, profile: Profile | None,
         flags["residual"] = 0.5 * flags["activation"]
     if "B" in flags or "W" in flags:
         flags["fused"] = None  # a profile's fused time was measured with its own B and W
-    return [replace(c, **flags) for c in base]
+    costs = [replace(c, **flags) for c in base]
+    if getattr(args, "host_bandwidth", None) is None:
+        return costs
+    try:  # a copy's time from the bandwidth, where no --offload (or profile's) gives it
+        return [c if c.offload is not None else replace(c, offload=copy_time(
+            c.activation, memory_unit_from_args(args, profile), time_unit_from_args(args, profile),
+            args.host_bandwidth)) for c in costs]
+    except ProblemError as bad:
+        raise UsageError(f"--host-bandwidth: {bad}") from None
+
+
+def time_unit_from_args(args: argparse.Namespace, profile: Profile | None) -> str:
+    return args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms")
 
 
 def first_stage_from_args(args: argparse.Namespace, profile: Profile | None) -> dict | None:
@@ -223,12 +242,16 @@ def problem_parts(args: argparse.Namespace, placement: str | None = None,
     else:
         assert rank_costs is not None
         fb_overlap = fb_overlap_for(args.fb_overlap, placement, rank_costs)
+    time_unit = time_unit_from_args(args, profile)
+    if layered and getattr(args, "host_bandwidth", None) is not None:
+        raise UsageError("--host-bandwidth does not apply to a profile that lists layers yet: give a profile of "
+                         "per-rank costs")
     return profile, dict(
         devices=devices, microbatches=microbatches, rank_costs=rank_costs,
         placement=placement, comm=comm_from_args(args, profile),
         memory=args.memory if args.memory is not None else (profile.memory if profile else None),
         split_backward=split, fb_overlap=fb_overlap, objective=args.objective,
-        time_unit=args.time_unit if args.time_unit is not None else (profile.time_unit if profile else "ms"),
+        time_unit=time_unit,
         memory_unit_name=memory_unit_from_args(args, profile),
         op_overhead=profile.op_overhead if profile else 0.0, levers=levers_from_args(args),
     )

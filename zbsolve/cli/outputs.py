@@ -54,6 +54,9 @@ def describe_problem(problem: Problem, placement_text: str | None = None) -> str
     if "recompute" in problem.levers:
         overlap += (f", levers recompute (R={c.recompute_time:g} checkpoint={c.checkpoint:g} per stage)" if uniform
                     else ", levers recompute")
+    if "offload" in problem.levers:
+        overlap += (f", levers offload (copy {c.offload:g} {problem.time_unit} each way per stage)" if uniform
+                    else ", levers offload")
     return (
         f"P={problem.devices} M={problem.microbatches} {placement_text or 'placement ' + problem.placement}, "
         f"{cost_text}, comm {problem.comm:g} {problem.time_unit}, {memory}{overlap}, objective {problem.objective}"

@@ -22,7 +22,7 @@ PARTITION_HELP = ("which layers each stage holds, for a profile that lists layer
                   "layers per stage in pipe order (4,5,5,4; V x P numbers for interleaved:V and vshape), or auto "
                   "(solve only: chosen with the schedule, with a bound over every split)")
 # the per-rank cost flags (options.py reads them too)
-COST_FLAGS = ("F", "B", "W", "activation", "residual", "recompute", "checkpoint")
+COST_FLAGS = ("F", "B", "W", "activation", "residual", "recompute", "checkpoint", "offload")
 
 
 def asks_auto(args: argparse.Namespace) -> bool:

@@ -86,6 +86,10 @@ def run_run(args: argparse.Namespace) -> int:
     if args.device == "cpu" and plan.problem.devices > cores:
         print(f"zbsolve run: warning: {plan.problem.devices} ranks share {cores} cores: each runs slower than the "
               "plan's costs say, and the verdict will show it", file=sys.stderr)
+    if plan.offloaded():
+        raise UsageError(f"{args.plan} offloads {plan.offloaded()} activations to host (the offload lever): "
+                         "zbsolve run does not execute host copies yet; solve without --levers offload to run the "
+                         "plan here")
     if plan.recomputed():
         print(f"zbsolve run: note: the plan recomputes {plan.recomputed()} microbatch-stages; torch has no action for "
               "it, so they run under activation checkpointing and recompute inside their backward: the measured "

@@ -60,8 +60,8 @@ def register_sweep(command) -> None:
     grid.add_argument("--objective", default="makespan", metavar="LIST", help="makespan, span or both")
     grid.add_argument("--partition", metavar="LIST", help=PARTITION_HELP)
     grid.add_argument("--levers", metavar="LIST", default="none",
-                      help="memory levers each point may use: none or recompute, or both (none,recompute) to "
-                           "compare (default none)")
+                      help="memory levers each point may use, as a grid dimension: none, recompute, offload, or "
+                           "levers joined by + (none,recompute,offload,recompute+offload compares them; default none)")
     add_cost_options(p.add_argument_group("costs"))
     add_solver_options(p, 30.0)
     out = p.add_argument_group("where it runs and what it writes")

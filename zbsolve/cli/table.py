@@ -24,9 +24,10 @@ def _column(values: list[float | None], significant: int = 6) -> list[str]:
 
 def _note(s: Schedule) -> str:
     over = s.over_memory_limit()
-    recomputed = s.recomputed()
+    recomputed, offloaded = s.recomputed(), s.offloaded()
     passes = sum(len(pipe.stages) * len(pipe.microbatches) for pipe in s.problem.pipes)  # microbatch-stages
-    used = f"recomputes {recomputed} of {passes}" if recomputed else ""
+    used = "; ".join(f"{verb} {n} of {passes}" for verb, n in (("recomputes", recomputed), ("offloads", offloaded))
+                     if n)
     if over:
         said = f"over memory limit on device {over[0]}" + (f" (+{len(over) - 1} more)" if len(over) > 1 else "")
     else:
@@ -46,7 +47,8 @@ def table_records(rows: list[Schedule], reference: Schedule | None) -> list[dict
         "speedup_vs_1f1b": reference.metrics.makespan / s.metrics.makespan if reference else None,
         "span_speedup_vs_1f1b": reference.metrics.span / s.metrics.span if reference and s.metrics.span else None,
         "status": s.solver.status, "time_s": s.solver.wall_time_s, "fits": not s.over_memory_limit(),
-        "time_unit": problem.time_unit, "recomputed": s.recomputed(), "note": _note(s),
+        "time_unit": problem.time_unit, "recomputed": s.recomputed(),
+        "offloaded": s.offloaded(), "note": _note(s),
     } for s in rows]
 
 

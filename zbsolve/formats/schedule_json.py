@@ -46,6 +46,7 @@ def problem_to_dict(problem: Problem) -> dict:
         "stage_costs": [{k: getattr(c, k) for k in COST_KEYS} | ({} if c.fused is None else {"BW": c.fused})
                         | ({} if c.recompute is None else {"recompute": c.recompute})
                         | ({"checkpoint": c.checkpoint} if c.checkpoint else {})
+                        | ({} if c.offload is None else {"offload": c.offload})
                         for c in problem.stage_costs],
         "pipes": [
             {
@@ -172,12 +173,13 @@ def problem_from_dict(data: Any, where: str = "problem") -> Problem:
     costs = []
     for j, c in enumerate(_list(_get(data, "stage_costs", where), f"{where}.stage_costs")):
         at = f"{where}.stage_costs[{j}]"
-        _known(c, (*COST_KEYS, "BW", "recompute", "checkpoint"), at)
+        _known(c, (*COST_KEYS, "BW", "recompute", "checkpoint", "offload"), at)
         fused = _number(c["BW"], f"{at}.BW") if isinstance(c, dict) and "BW" in c else None
         recompute = _number(c["recompute"], f"{at}.recompute") if isinstance(c, dict) and "recompute" in c else None
         checkpoint = _number(c.get("checkpoint", 0.0), f"{at}.checkpoint") if isinstance(c, dict) else 0.0
+        offload = _number(c["offload"], f"{at}.offload") if isinstance(c, dict) and "offload" in c else None
         costs.append(StageCost(**{k: _number(_get(c, k, at), f"{at}.{k}") for k in COST_KEYS}, fused=fused,
-                               recompute=recompute, checkpoint=checkpoint))
+                               recompute=recompute, checkpoint=checkpoint, offload=offload))
     pipes = []
     for q, p in enumerate(_list(_get(data, "pipes", where), f"{where}.pipes")):
         at = f"{where}.pipes[{q}]"

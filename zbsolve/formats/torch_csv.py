@@ -50,18 +50,24 @@ def recomputed(schedule: Schedule) -> list[tuple[int, int]]:
     return sorted((t.op.stage, t.op.microbatch) for ops in schedule.devices for t in ops if t.op.kind == "R")
 
 
+def offloaded(schedule: Schedule) -> list[tuple[int, int]]:
+    """(stage, microbatch) of every offloaded activation (O op) of a one-pipe schedule."""
+    return sorted((t.op.stage, t.op.microbatch) for ops in schedule.devices for t in ops if t.op.kind == "O")
+
+
 def torch_rows(schedule: Schedule, recompute_in_backward: bool = False) -> list[list[str]]:
-    """The CSV's rows. torch has no action for recomputation: a schedule with FC and R ops is
-    refused, unless `recompute_in_backward`: then FC is written as F and R left out, for a
-    runtime that recomputes those microbatches inside their backward (`recomputed` lists them)."""
+    """The CSV's rows. torch has no action for recomputation or host copies: a schedule with
+    FC, R, FO, O or L ops is refused, unless `recompute_in_backward`: then FC and FO are
+    written as F and R, O and L left out, for a runtime that recomputes those microbatches
+    inside their backward (`recomputed` lists them) or copies the others itself (`offloaded`)."""
     check_torch_form(schedule.problem)
     rows = []
     for slots in schedule.order():
         row = []
         for slot in slots:
-            if recompute_in_backward and slot[0].kind == "R":
+            if recompute_in_backward and slot[0].kind in ("R", "O", "L"):
                 continue
-            if recompute_in_backward and slot[0].kind == "FC":
+            if recompute_in_backward and slot[0].kind in ("FC", "FO"):
                 row.append(action(slot[0].with_kind("F")))
             elif len(slot) == 1:
                 row.append(action(slot[0]))
@@ -77,22 +83,35 @@ def torch_csv(schedule: Schedule, recompute_in_backward: bool = False) -> str:
 
 
 def write_torch_csv(schedule: Schedule, path: str | os.PathLike) -> str | None:
-    """Write the CSV. A schedule that recomputes is written with FC as F and R left out, and
-    what the CSV cannot carry (which microbatches recompute at which stage, and where the plan
-    put each R) goes beside it in PATH.recompute.json; returns a note saying so, else None."""
-    chosen = recomputed(schedule)
-    write_atomic(path, torch_csv(schedule, recompute_in_backward=bool(chosen)))
-    if not chosen:
-        return None
-    beside = f"{os.fspath(path)}.recompute.json"
-    places = {(t.op.stage, t.op.microbatch): t.start for ops in schedule.devices for t in ops if t.op.kind == "R"}
-    write_atomic(beside, json.dumps({
-        "about": "torch's compute_only CSV has no action for recomputation: these forwards are written as F, "
-                 "their R left out; zbsolve run recomputes them inside their backward (activation checkpointing)",
-        "recompute": [{"stage": k, "microbatch": i, "planned_start": places[k, i]} for k, i in chosen],
-    }, indent=1) + "\n")
-    return (f"torch's CSV has no action for recomputation: {len(chosen)} forwards written as F and their R's left "
-            f"out; which ones, and where the plan runs each R, are in {beside}")
+    """Write the CSV. A schedule that recomputes or offloads is written with FC and FO as F and
+    R, O and L left out, and what the CSV cannot carry (which microbatches recompute or go to
+    host at which stage, and where the plan put each R and copy) goes beside it in
+    PATH.recompute.json and PATH.offload.json; returns a note saying so, else None."""
+    chosen, sent = recomputed(schedule), offloaded(schedule)
+    write_atomic(path, torch_csv(schedule, recompute_in_backward=bool(chosen or sent)))
+    notes = []
+    places = {(t.op.kind, t.op.stage, t.op.microbatch): t.start for ops in schedule.devices for t in ops}
+    if chosen:
+        beside = f"{os.fspath(path)}.recompute.json"
+        write_atomic(beside, json.dumps({
+            "about": "torch's compute_only CSV has no action for recomputation: these forwards are written as F, "
+                     "their R left out; zbsolve run recomputes them inside their backward (activation checkpointing)",
+            "recompute": [{"stage": k, "microbatch": i, "planned_start": places["R", k, i]} for k, i in chosen],
+        }, indent=1) + "\n")
+        notes.append(f"torch's CSV has no action for recomputation: {len(chosen)} forwards written as F and their "
+                     f"R's left out; which ones, and where the plan runs each R, are in {beside}")
+    if sent:
+        beside = f"{os.fspath(path)}.offload.json"
+        write_atomic(beside, json.dumps({
+            "about": "torch's compute_only CSV has no action for host copies: these forwards are written as F, "
+                     "their copies to host (O) and back (L) left out; a runtime that offloads copies each "
+                     "activation to host after its forward and back before its backward, as planned here",
+            "offload": [{"stage": k, "microbatch": i, "planned_to_host": places["O", k, i],
+                         "planned_back": places["L", k, i]} for k, i in sent],
+        }, indent=1) + "\n")
+        notes.append(f"torch's CSV has no action for host copies: {len(sent)} forwards written as F and their "
+                     f"copies left out; which ones, and when the plan copies each, are in {beside}")
+    return "; ".join(notes) or None
 
 
 def read_torch_csv(path: str | os.PathLike, problem: Problem) -> Schedule:

@@ -1,7 +1,8 @@
 """Gantt chart and memory over time of one schedule, optionally beside a reference (1F1B).
 
 Reads a Schedule only. Idle time is the white between bars; an overlapped F&B pair is
-drawn as its two halves stacked in one row slot, hatched.
+drawn as its two halves stacked in one row slot, hatched; a device's copies (the offload
+lever) as two thin rows under its compute, device-to-host above host-to-device.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from zbsolve.problem.op_graph import OpGraph
 from zbsolve.problem.op_kinds import KINDS
 from zbsolve.schedule.schedule import Schedule
 
-# FC a lighter F (a forward that keeps only its checkpoint), R a purple of its own (recomputation)
-COLOURS = {"F": "#4c78a8", "B": "#54a24b", "W": "#f58518", "BW": "#72b7b2", "FC": "#9ecae9", "R": "#b279a2"}
+# FC a lighter F (a forward that keeps only its checkpoint), R a purple of its own (recomputation);
+# FO a greyer F (its activation goes to host), its copies O red and L yellow
+COLOURS = {"F": "#4c78a8", "B": "#54a24b", "W": "#f58518", "BW": "#72b7b2", "FC": "#9ecae9", "R": "#b279a2",
+           "FO": "#7d8fa3", "O": "#e45756", "L": "#eeca3b"}
+COPY_ROWS = {"O": (-0.4, 0.1), "L": (-0.28, 0.1)}  # (bottom, height) below a device's row centre
 OTHER = "#9d755d"  # a kind without a colour of its own here
 
 
@@ -82,20 +86,25 @@ def _gantt(ax, schedule: Schedule, makespan: float, points_per_time: float) -> N
     # One collection per row, kind, chunk and pair half: a bar per op is far too slow at large sizes.
     P = schedule.problem.devices
     chunks = chunk_of(schedule)
+    copies = any(t.op.kind in COPY_ROWS for ops in schedule.devices for t in ops)
     bars: dict[tuple[float, float, str, int, bool], list[tuple[float, float]]] = {}
     for d, ops in enumerate(schedule.devices):
         y = P - 1 - d
         for timed in ops:
             width = timed.end - timed.start
-            bottom, height = y - 0.4, 0.8
-            if timed.overlap is not None:  # pair halves: F on top, backward below
+            bottom, height = (y - 0.15, 0.55) if copies else (y - 0.4, 0.8)
+            if timed.op.kind in COPY_ROWS:
+                below, height = COPY_ROWS[timed.op.kind]
+                bottom = y + below
+            elif timed.overlap is not None:  # pair halves: F on top, backward below
                 height = 0.4
                 bottom = y if timed.op.kind == "F" else y - 0.4
             chunk = chunks[(timed.op.pipe, timed.op.stage)]
             bars.setdefault((bottom, height, timed.op.kind, chunk, timed.overlap is not None), []).append(
                 (timed.start, width))
             label = str(timed.op.microbatch)
-            if width * points_per_time >= 4.2 * len(label) + 2:  # 6-point digits are about 3.6 points wide
+            # 6-point digits are about 3.6 points wide; copies' rows are too thin for any
+            if timed.op.kind not in COPY_ROWS and width * points_per_time >= 4.2 * len(label) + 2:
                 ax.text(timed.start + width / 2, bottom + height / 2, str(timed.op.microbatch),
                         ha="center", va="center", fontsize=6, color="white")
     for (bottom, height, kind, chunk, paired), spans in bars.items():

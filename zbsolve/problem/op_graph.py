@@ -50,8 +50,8 @@ def _whole(x: float) -> bool:
     return abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) and (x == 0 or round(x) != 0)
 
 
-# An event another op can wait for: ("F" | "I", pipe, stage, microbatch); "I" is the
-# stage's input gradient, produced by its B or BW.
+# An event another op can wait for: (event, pipe, stage, microbatch); events as in
+# op_kinds.Wait ("I" is the stage's input gradient, produced by its B or BW).
 Event = tuple[str, int, int, int]
 
 
@@ -62,7 +62,7 @@ class OpGraph:
         check_size(problem)
         self.problem = problem
         costs = problem.stage_costs
-        time_values = [v for c in costs for v in (c.F, c.B, c.W, c.fused, c.recompute) if v is not None]
+        time_values = [v for c in costs for v in (c.F, c.B, c.W, c.fused, c.recompute, c.offload) if v is not None]
         time_values.append(problem.comm)
         if problem.fb_overlap is not None:
             time_values.append(problem.fb_overlap)
@@ -132,6 +132,8 @@ class OpGraph:
             return self.ticks(cost.B) + self.ticks(cost.W)
         if field == "recompute":
             return self.ticks(cost.recompute_time)
+        if field == "offload":  # a copy's time; a problem without the offload lever may not give one
+            return self.ticks(cost.offload or 0.0)
         return self.ticks(getattr(cost, field))
 
     def ticks(self, value: float) -> int:
@@ -195,7 +197,7 @@ class OpGraph:
         stages = len(self.problem.pipes[q].stages)
         found = []
         for wait in TABLE[op.kind].waits:
-            if wait.lever is not None and wait.lever not in self.problem.levers:
+            if wait.levers and not set(wait.levers) & set(self.problem.levers):
                 continue
             at: Wait | None = wait
             while at is not None and not 0 <= k + at.offset < stages:

@@ -25,23 +25,27 @@ class Kind(str, Enum):
     BW = "BW"  # the whole backward, fused
     FC = "FC"  # forward that keeps only its checkpoint (the recompute lever)
     R = "R"  # recomputation: the forward run again from the checkpoint, before the backward
+    FO = "FO"  # forward whose activation is copied to host memory (the offload lever)
+    O = "O"  # the copy of an activation to host, on the device's device-to-host channel  # noqa: E741
+    L = "L"  # its copy back to the device, on the host-to-device channel
 
 
-LEVERS = ("recompute",)  # memory levers a problem may let its schedules use (docs/design.md, "Memory levers")
+LEVERS = ("recompute", "offload")  # memory levers a problem may let its schedules use (docs/design.md, "Memory levers")
 
 
 @dataclass(frozen=True)
 class Wait:
     """An op waits for `event` ("F": a forward's output, "I": an input gradient, "A": the
-    stage's whole activation on the device) of the same microbatch at the stage `offset` from
-    its own in the pipe (-1 the one before, 0 its own, +1 the one after); where that stage
-    does not exist, for `otherwise` (None: nothing). A wait with a `lever` holds only in
-    problems that allow that lever (without it the activation is always the forward's)."""
+    stage's whole activation on the device, "H": the activation on the host) of the same
+    microbatch at the stage `offset` from its own in the pipe (-1 the one before, 0 its own,
+    +1 the one after); where that stage does not exist, for `otherwise` (None: nothing). A
+    wait with `levers` holds only in problems that allow one of them (without them the
+    activation is always the forward's)."""
 
     event: str
     offset: int
     otherwise: Wait | None = None
-    lever: str | None = None
+    levers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,9 +59,9 @@ class KindRow:
     # through a stage (one of `ways`) they sum to zero.
     allocates: Coefficients
     frees: Coefficients
-    resource: str  # "compute": the device's one compute stream
+    resource: str  # one of RESOURCES
     torch: str | None  # its action in torch's schedule CSV (_ComputationType), None: torch has none
-    produces: tuple[str, ...]  # the events other ops wait for: "F", "I", "A"
+    produces: tuple[str, ...]  # the events other ops wait for: "F", "I", "A", "H"
     waits: tuple[Wait, ...]
     # B and W exist only where the backward is split; F and BW anywhere (1F1B runs a BW on a
     # split problem, timed B + W)
@@ -66,9 +70,12 @@ class KindRow:
 
 
 Coefficients = tuple[int, int, int]  # of (activation, residual, checkpoint)
+# What runs an op, each one op at a time: the device's compute stream and its two copy channels
+# (docs/design.md, "Memory levers"). Copies run beside compute.
+RESOURCES = ("compute", "d2h", "h2d")
 _BACKWARD_WAITS = (
     Wait("I", +1, otherwise=Wait("F", 0)),  # the next stage's input gradient; the last stage its own F
-    Wait("A", 0, lever="recompute"),  # its activation back on the device
+    Wait("A", 0, levers=("recompute", "offload")),  # its activation back on the device
 )
 
 TABLE: dict[str, KindRow] = {  # keyed by Kind; a str enum, so the text form finds a row too
@@ -85,6 +92,13 @@ TABLE: dict[str, KindRow] = {  # keyed by Kind; a str enum, so the text form fin
                      produces=("F",), waits=(Wait("F", -1),), split_only=False, lever="recompute"),
     Kind.R: KindRow(Kind.R, "recompute", allocates=(1, 0, -1), frees=(0, 0, 0), resource="compute", torch=None,
                     produces=("A",), waits=(Wait("F", 0),), split_only=False, lever="recompute"),
+    # the offload lever: the activation leaves for the host after the forward and comes back before the backward
+    Kind.FO: KindRow(Kind.FO, "F", allocates=(1, 0, 0), frees=(0, 0, 0), resource="compute", torch=None,
+                     produces=("F",), waits=(Wait("F", -1),), split_only=False, lever="offload"),
+    Kind.O: KindRow(Kind.O, "offload", allocates=(0, 0, 0), frees=(1, 0, 0), resource="d2h", torch=None,
+                    produces=("H",), waits=(Wait("F", 0),), split_only=False, lever="offload"),
+    Kind.L: KindRow(Kind.L, "offload", allocates=(1, 0, 0), frees=(0, 0, 0), resource="h2d", torch=None,
+                    produces=("A",), waits=(Wait("H", 0),), split_only=False, lever="offload"),
 }
 KINDS = tuple(row.kind.value for row in TABLE.values())  # text forms, in the table's order
 
@@ -111,16 +125,30 @@ def kinds_allowed(split: bool, levers: tuple[str, ...] = ()) -> tuple[str, ...]:
 
 def ways(split: bool, levers: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ...]:
     """The sets of kinds that can take one microbatch through a stage, fused first; with the
-    recompute lever, each also with the forward that keeps its checkpoint and an R."""
-    plain = (kinds_of(False), kinds_of(True)) if split else (kinds_of(False),)
-    if "recompute" not in levers:
-        return plain
-    return plain + tuple(recomputed(way) for way in plain)
+    recompute lever, each also with the forward that keeps its checkpoint and an R; with the
+    offload lever, each also with the forward whose activation goes to host and back."""
+    plain: tuple[tuple[str, ...], ...] = (kinds_of(False), kinds_of(True)) if split else (kinds_of(False),)
+    found = plain
+    if "recompute" in levers:
+        found += tuple(recomputed(way) for way in plain)
+    if "offload" in levers:
+        found += tuple(offloaded(way) for way in plain)
+    return found
 
 
 def recomputed(way: tuple[str, ...]) -> tuple[str, ...]:
     """A way with its forward recomputed: FC, R, then the backward kinds."""
     return (Kind.FC.value, Kind.R.value) + way[1:]
+
+
+def offloaded(way: tuple[str, ...]) -> tuple[str, ...]:
+    """A way with its activation offloaded: FO, its copy O to host, its copy L back, then the backward kinds."""
+    return (Kind.FO.value, Kind.O.value, Kind.L.value) + way[1:]
+
+
+def is_copy(kind: str) -> bool:
+    """Whether an op of `kind` runs on a copy channel rather than the compute stream."""
+    return TABLE[kind].resource != "compute"
 
 
 def allocates(kind: str) -> bool:

@@ -38,17 +38,18 @@ Split = tuple[int, ...]  # layers per stage, in the pipe's stage order
 
 
 def stage_costs(layers: Sequence[Layer], split: Split) -> list[StageCost]:
-    """One record per stage: the sums of its layers' costs (a fused time, or a recompute time,
-    only where every layer of the stage has one); its checkpoint is its first layer's, the
-    stage's input (what a recomputed stage keeps)."""
+    """One record per stage: the sums of its layers' costs (a fused time, a recompute time or a
+    copy time only where every layer of the stage has one); its checkpoint is its first
+    layer's, the stage's input (what a recomputed stage keeps)."""
     records, start = [], 0
     for count in split:
         part = [layer.cost for layer in layers[start:start + count]]
         fused = None if any(c.fused is None for c in part) else sum(c.fused or 0.0 for c in part)
         again = None if any(c.recompute is None for c in part) else sum(c.recompute or 0.0 for c in part)
+        copy = None if any(c.offload is None for c in part) else sum(c.offload or 0.0 for c in part)
         records.append(StageCost(sum(c.F for c in part), sum(c.B for c in part), sum(c.W for c in part),
                                  sum(c.activation for c in part), sum(c.residual for c in part), fused=fused,
-                                 recompute=again, checkpoint=part[0].checkpoint))
+                                 recompute=again, checkpoint=part[0].checkpoint, offload=copy))
         start += count
     return records
 

@@ -64,6 +64,9 @@ class StageCost:
     # a recomputed forward keeps until its R (the stage's input, or a profile's measure)
     recompute: float | None = None
     checkpoint: float = 0.0
+    # the offload lever: one copy of the activation between device and host, each way (the
+    # activation's bytes over the host bandwidth); None: not given (the lever needs it)
+    offload: float | None = None
 
     @property
     def recompute_time(self) -> float:
@@ -75,6 +78,8 @@ class StageCost:
             values["fused"] = check_number(f"{where}.BW", self.fused)
         if self.recompute is not None:  # > 0: like an F, an R takes memory at its start
             values["recompute"] = check_number(f"{where}.recompute", self.recompute, strict=True)
+        if self.offload is not None:
+            values["offload"] = check_number(f"{where}.offload", self.offload, strict=True)  # > 0: see F
         activation = check_number(f"{where}.activation", self.activation)
         residual = check_number(f"{where}.residual", self.residual)
         if residual > activation:
@@ -99,19 +104,21 @@ class StageCost:
         return self.fused if self.fused is not None and not split_backward else self.B + self.W
 
     def time(self, kind: str, split_backward: bool) -> float:
-        """An op's time by kind (F, B, W, BW, FC or R) in a problem that does or does not split B and W."""
+        """An op's time by kind (F, B, W, BW, FC, R, FO, O or L) in a problem that does or does not split B and W."""
         if kind == "BW":
             return self.backward_time(split_backward)
         if kind == "R":
             return self.recompute_time
-        return self.F if kind == "FC" else getattr(self, kind)
+        if kind in ("O", "L"):
+            return self.offload or 0.0
+        return self.F if kind in ("FC", "FO") else getattr(self, kind)
 
     def with_overhead(self, overhead: float) -> StageCost:
         """Each op's time plus a runtime's per-op overhead; a fused backward is one op, so it
         gets one overhead where B and W get one each."""
         fused = self.fused if self.fused is not None else self.B + self.W
         return replace(self, F=self.F + overhead, B=self.B + overhead, W=self.W + overhead, fused=fused + overhead,
-                       recompute=None if self.recompute is None else self.recompute + overhead)
+                       recompute=None if self.recompute is None else self.recompute + overhead)  # copies run beside
 
     def scaled(self, factor: float) -> StageCost:
         """The costs of `factor` times the layers (a chunk of a rank-stage, or another rank count).
@@ -122,6 +129,7 @@ class StageCost:
             None if self.fused is None else self.fused * factor,
             None if self.recompute is None else self.recompute * factor,
             min(self.checkpoint, self.activation * factor),
+            None if self.offload is None else self.offload * factor,  # the bytes scale with the activation
         )
 
 
@@ -224,6 +232,10 @@ class Problem:
         except ValueError as bad:
             raise ProblemError(str(bad)) from None
         object.__setattr__(self, "levers", tuple(sorted(set(levers), key=LEVERS.index)))
+        missing = [i for i, c in enumerate(costs) if c.offload is None]
+        if "offload" in self.levers and missing:
+            raise ProblemError(f"the offload lever needs each stage's copy time (stage_costs[{missing[0]}].offload): "
+                               "give --offload or --host-bandwidth")
         if not isinstance(self.split_backward, bool):
             raise ProblemError(f"split_backward must be true or false, got {self.split_backward!r}")
         self._check_partition()

@@ -25,7 +25,7 @@ from zbsolve.problem.problem import StageCost, finite
 
 # BW: a fused backward's own time, if not B + W; recompute and checkpoint: the recompute lever's
 # R time (if not the F's) and what a recomputed forward keeps (docs/design.md, "Memory levers")
-COST_KEYS = ("F", "B", "W", "activation", "residual", "BW", "recompute", "checkpoint")
+COST_KEYS = ("F", "B", "W", "activation", "residual", "BW", "recompute", "checkpoint", "offload")
 PROFILE_KEYS = {
     "name", "source", "time_unit", "memory_unit", "devices", "microbatches", "comm", "memory",
     "costs", "stage_costs", "overrides", "first_stage", "op_overhead", "model", "notes", "measured",

@@ -33,3 +33,24 @@ def amount_in(text: str, unit: str | None) -> float | None:
                            "amount without a unit, or costs with a memory unit (a profile's memory_unit, or "
                            "--memory-unit)")
     return float(match.group(1)) * given / own
+
+
+SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_RATE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*([a-z]+)\s*/\s*s\s*", re.IGNORECASE)
+
+
+def copy_time(amount: float, unit: str | None, time_unit: str, bandwidth: str) -> float:
+    """How long `amount` of memory (in `unit`) takes to cross a link of `bandwidth` ("25GB/s"),
+    in `time_unit` (s, ms, us or ns)."""
+    match = _RATE.fullmatch(bandwidth)
+    rate = None if match is None else bytes_per(match.group(2))
+    if match is None or rate is None or float(match.group(1)) <= 0:
+        raise ProblemError(f"bandwidth {bandwidth.strip()!r}: expected an amount per second above 0, such as 25GB/s")
+    own = bytes_per(unit)
+    if own is None:
+        raise ProblemError(f"a copy's time from a bandwidth needs the activation in a byte unit (a profile's "
+                           f"memory_unit, or --memory-unit), not {unit!r}")
+    per_second = SECONDS.get(time_unit.strip().lower())
+    if per_second is None:
+        raise ProblemError(f"a copy's time from a bandwidth needs times in s, ms, us or ns, not {time_unit!r}")
+    return amount * own / (float(match.group(1)) * rate) / per_second

@@ -83,6 +83,10 @@ class Schedule:
         """How many microbatch-stages it recomputes (its R ops: the recompute lever)."""
         return sum(1 for ops in self.devices for t in ops if t.op.kind == "R")
 
+    def offloaded(self) -> int:
+        """How many microbatch-stages it offloads (its O ops: the offload lever)."""
+        return sum(1 for ops in self.devices for t in ops if t.op.kind == "O")
+
     def over_memory_limit(self) -> list[int]:
         """Devices whose peak exceeds the problem's memory limit (tolerance 1e-9 relative)."""
         limit = self.problem.memory_limit

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from zbsolve.errors import ScheduleError
 from zbsolve.problem.op_graph import Op, OpGraph
-from zbsolve.problem.op_kinds import kinds_allowed, producer, ways
+from zbsolve.problem.op_kinds import RESOURCES, TABLE, is_copy, kinds_allowed, producer, ways
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Metrics, Schedule, Slot, SolverInfo, TimedOp
 from zbsolve.schedule.timing import DeadlockError, earliest_times
@@ -96,7 +96,10 @@ def time_orders(
     orders: Sequence[Sequence[Slot]],
     release: Mapping[Op, int] | None = None,
 ) -> list[list[TickSlot]]:
-    """Start every slot as early as its device and its dependencies allow (in ticks)."""
+    """Start every slot as early as its device and its dependencies allow (in ticks). A
+    device's copies (the offload lever) run on its copy channels in their order there, each
+    no earlier than the start of the compute op listed before it (where the runtime issues
+    it); the result lists each device's slots by start, compute first at one start."""
 
     def length(slot: Slot) -> int:
         if len(slot) == 1:
@@ -105,10 +108,48 @@ def time_orders(
             raise ScheduleError(f"{slot[0]} and {slot[1]} overlap, but the problem has no fb_overlap")
         return graph.fb_overlap
 
+    lanes, issued_after = _lanes(orders)
+    if issued_after:
+        def requires(op: Op) -> list:
+            found = graph.requirements(op)
+            after = issued_after.get(op)  # its end, less its length: its start
+            return found if after is None else [*found, (("end", after[0]), -length(after))]
+
+        def produces(op: Op) -> tuple:
+            return graph.produces(op) if is_copy(op.kind) else (*graph.produces(op), ("end", op))
+    else:
+        requires, produces = graph.requirements, graph.produces  # type: ignore[assignment]
     try:
-        return earliest_times(orders, graph.requirements, graph.produces, length, release)
+        timed = earliest_times(lanes, requires, produces, length, release)
     except DeadlockError as stuck:
-        raise ScheduleError(_deadlock_message(graph, orders, stuck.position, stuck.done)) from None
+        raise ScheduleError(_deadlock_message(graph, lanes, stuck.position, stuck.done)) from None
+    if len(lanes) == len(orders):
+        return timed
+    per_lane = len(RESOURCES)
+    return [sorted((slot for r in range(per_lane) for slot in timed[d * per_lane + r]),
+                   key=lambda slot: (slot[1], is_copy(slot[0][0].kind)))
+            for d in range(len(orders))]
+
+
+def _lanes(orders: Sequence[Sequence[Slot]]) -> tuple[list[list[Slot]], dict[Op, Slot]]:
+    """Each device's order split by resource (compute, then each copy channel), and for each
+    copy the compute op listed before it; without copies, the orders as they are."""
+    if not any(is_copy(slot[0].kind) for order in orders for slot in order):
+        return [list(order) for order in orders], {}
+    lanes: list[list[Slot]] = []
+    issued_after: dict[Op, Slot] = {}
+    for order in orders:
+        mine: dict[str, list[Slot]] = {r: [] for r in RESOURCES}
+        last: Slot | None = None
+        for slot in order:
+            resource = TABLE[slot[0].kind].resource
+            mine[resource].append(slot)
+            if resource == "compute":
+                last = slot
+            elif last is not None:
+                issued_after[slot[0]] = last
+        lanes.extend(mine[r] for r in RESOURCES)
+    return lanes, issued_after
 
 
 def _deadlock_message(graph: OpGraph, orders, position, done) -> str:
@@ -118,9 +159,11 @@ def _deadlock_message(graph: OpGraph, orders, position, done) -> str:
                 for event, _ in graph.requirements(op):
                     if event not in done:
                         kind, q, k, i = event
-                        need = {"F": "forward", "I": "input gradient", "A": "recomputed activation"}[kind]
+                        need = {"F": "forward", "I": "input gradient", "A": "activation back on the device",
+                                "H": "activation's copy to host"}[kind]
+                        device = d // (len(orders) // graph.problem.devices)  # orders: a device's lanes
                         return (
-                            f"the order cannot run: device {d} is stuck at {op.describe()}, "
+                            f"the order cannot run: device {device} is stuck at {op.describe()}, "
                             f"which waits for the {need} of pipe {q} stage {k} microbatch {i} "
                             "that never comes before it"
                         )
@@ -131,9 +174,11 @@ def compute_metrics(graph: OpGraph, timed: Sequence[Sequence[TickSlot]]) -> Metr
     """docs/design.md, "Metrics" metrics, from exact ticks."""
     problem = graph.problem
     devices = problem.devices
-    makespan = max((slots[-1][2] for slots in timed if slots), default=0)
-    busy = [sum(end - start for _, start, end in slots) for slots in timed]
-    spans = [slots[-1][2] - slots[0][1] if slots else 0 for slots in timed]
+    makespan = max((end for slots in timed for _, _, end in slots), default=0)
+    # busy: the compute stream's time (copies run beside it); a device's span is its compute's
+    computing = [[slot for slot in slots if not is_copy(slot[0][0].kind)] for slots in timed]
+    busy = [sum(end - start for _, start, end in slots) for slots in computing]
+    spans = [slots[-1][2] - slots[0][1] if slots else 0 for slots in computing]
     span = max(spans)
     peaks = [_peak_memory(graph, slots) for slots in timed]
     unit = problem.one_f_one_b_peak()
@@ -150,13 +195,20 @@ def compute_metrics(graph: OpGraph, timed: Sequence[Sequence[TickSlot]]) -> Metr
 
 
 def _peak_memory(graph: OpGraph, slots: Sequence[TickSlot]) -> int:
-    """Ops of a device run in sequence: allocate at each start, release at each end."""
+    """A device's highest level: each op allocates at its start and releases at its end. At
+    one instant, what ops of positive length release comes first; then the ops starting
+    there in their order, an op of no length releasing right after it allocates (so that
+    one stream's ops count as run in sequence)."""
+    events: list[tuple[int, int, int, int]] = []  # (tick, phase, position, change)
+    for j, (slot, start, end) in enumerate(slots):
+        for op in slot:
+            alloc, release = graph.memory_effect(op)
+            events.append((start, 1, 2 * j, alloc))
+            events.append((end, 0, 0, -release) if end > start else (end, 1, 2 * j + 1, -release))
     level = peak = 0
-    for slot, _, _ in slots:
-        effects = [graph.memory_effect(op) for op in slot]
-        level += sum(alloc for alloc, _ in effects)
+    for _, _, _, delta in sorted(events):
+        level += delta
         peak = max(peak, level)
-        level -= sum(release for _, release in effects)
     return peak
 
 

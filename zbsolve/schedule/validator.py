@@ -34,26 +34,38 @@ def _name(t: TimedOp, device: int) -> str:
 # (zbsolve/problem/op_kinds.py); tests/problem/test_op_kinds.py holds the two together.
 
 
+FORWARDS = ("F", "FC", "FO")  # a microbatch's forward at a stage: plain, keeping its checkpoint, or offloaded
+COPIES = {"O": "device-to-host", "L": "host-to-device"}  # the offload lever's copies and their channels
+
+
 def needs(kind: str, stage: int, stages: int) -> list[tuple[tuple[str, ...], int]]:
     """What an op of `kind` at `stage` of a pipe of `stages` waits for: (kinds, stage) pairs,
     any one of the kinds of that stage and the same microbatch having ended. (A backward
-    whose microbatch was recomputed also waits for that R: see `_Checker.dependencies`.)"""
-    if kind in ("F", "FC"):  # FC: a forward that keeps only its checkpoint
-        return [] if stage == 0 else [(("F", "FC"), stage - 1)]
+    whose microbatch was recomputed or offloaded also waits for its R or its L: see
+    `_Checker.dependencies`.)"""
+    if kind in FORWARDS:
+        return [] if stage == 0 else [(FORWARDS, stage - 1)]
     if kind == "R":  # recomputation: after its own forward
         return [(("FC",), stage)]
+    if kind == "O":  # the copy to host: after the forward that made the activation
+        return [(("FO",), stage)]
+    if kind == "L":  # the copy back: after the copy to host
+        return [(("O",), stage)]
     if kind == "W":
         return [(("B",), stage)]
     if stage == stages - 1:  # B or BW of the last stage: after its own forward
-        return [(("F", "FC"), stage)]
+        return [(FORWARDS, stage)]
     return [(("B", "BW"), stage + 1)]
 
 
 def memory_change(kind: str, activation: float, residual: float, checkpoint: float = 0.0) -> tuple[float, float]:
     """(allocated at the op's start, released at its end): F holds its activation, FC only its
-    checkpoint and its R the rest; B frees all but the residual, W the residual, BW all of it."""
-    if kind == "F":
+    checkpoint and its R the rest; FO holds its activation until its copy O to host ends, and
+    L holds it again from its start; B frees all but the residual, W the residual, BW all of it."""
+    if kind in ("F", "FO", "L"):
         return activation, 0.0
+    if kind == "O":
+        return 0.0, activation
     if kind == "FC":
         return checkpoint, 0.0
     if kind == "R":
@@ -94,7 +106,8 @@ class _Checker:
                 f"schedule lists {len(self.schedule.devices)} devices, problem has {problem.devices}"
             )
         allowed = {"F", "BW"} | ({"B", "W"} if problem.split_backward else set()) \
-            | ({"FC", "R"} if "recompute" in problem.levers else set())
+            | ({"FC", "R"} if "recompute" in problem.levers else set()) \
+            | ({"FO", "O", "L"} if "offload" in problem.levers else set())
         for d, ops in enumerate(self.schedule.devices):
             for t in ops:
                 op = t.op
@@ -114,12 +127,20 @@ class _Checker:
         for q, pipe in enumerate(problem.pipes):
             for k in range(len(pipe.stages)):
                 for i in pipe.microbatches:
-                    present = {kind for kind in ("F", "B", "W", "BW", "FC", "R") if (kind, q, k, i) in self.where}
+                    present = {kind for kind in ("F", "B", "W", "BW", "FC", "R", "FO", "O", "L")
+                               if (kind, q, k, i) in self.where}
                     name = f"pipe {q} stage {k} microbatch {i}"
-                    if "F" not in present and "FC" not in present:
+                    forwards = sorted(present & set(FORWARDS))
+                    if not forwards:
                         raise ValidationError(f"F {name} is missing")
-                    if {"F", "FC"} <= present:
-                        raise ValidationError(f"{name} has both an F and an FC (a recomputed forward)")
+                    if len(forwards) > 1:
+                        raise ValidationError(f"{name} has {' and '.join(forwards)}: one forward (F, FC recomputed "
+                                              "or FO offloaded)")
+                    for kind in ("O", "L"):
+                        if ("FO" in present) != (kind in present):
+                            said = f"{kind} {name} is missing" if "FO" in present else f"{name} has an {kind}"
+                            raise ValidationError(f"{said}: an offloaded forward (FO), its copy to host (O) and its "
+                                                  "copy back (L) come together")
                     if ("FC" in present) != ("R" in present):
                         raise ValidationError(f"{'R' if 'FC' in present else 'FC'} {name} is missing: a recomputed "
                                               "forward (FC) and its recomputation (R) come together")
@@ -162,19 +183,29 @@ class _Checker:
                 self.fail(first, d, f"overlapped pair lasts {a.end - a.start:g}, fb_overlap is {problem.fb_overlap:g}")
 
     def one_at_a_time(self) -> None:
+        """Compute ops one at a time in the listed order; each copy channel one copy at a time."""
         for d, ops in enumerate(self.schedule.devices):
-            previous: TimedOp | None = None
-            for t in ops:
-                if previous is not None:
-                    together = (
-                        t.overlap is not None and t.overlap == previous.overlap
-                    )
-                    if not together and t.start < previous.end - self.tol:
-                        if t.end <= previous.start + self.tol:
-                            self.fail(t, d, f"is listed after {_name(previous, d)} but runs before it: "
-                                            "a device's ops must be listed in the order they run")
-                        self.fail(t, d, f"overlaps {_name(previous, d)} on the same device")
-                previous = t
+            self.in_order(d, [t for t in ops if t.op.kind not in COPIES])
+            for kind, channel in COPIES.items():
+                copies = sorted((t for t in ops if t.op.kind == kind), key=lambda t: t.start)
+                for before, t in zip(copies, copies[1:]):
+                    if t.start < before.end - self.tol:
+                        self.fail(t, d, f"runs at once with {_name(before, d)} on the {channel} channel, "
+                                        "which carries one copy at a time")
+
+    def in_order(self, d: int, ops: list[TimedOp]) -> None:
+        previous: TimedOp | None = None
+        for t in ops:
+            if previous is not None:
+                together = (
+                    t.overlap is not None and t.overlap == previous.overlap
+                )
+                if not together and t.start < previous.end - self.tol:
+                    if t.end <= previous.start + self.tol:
+                        self.fail(t, d, f"is listed after {_name(previous, d)} but runs before it: "
+                                        "a device's ops must be listed in the order they run")
+                    self.fail(t, d, f"overlaps {_name(previous, d)} on the same device")
+            previous = t
 
     def dependencies(self, comm: bool = True) -> None:
         problem = self.problem
@@ -184,8 +215,9 @@ class _Checker:
                 stages = problem.pipes[op.pipe].stages
                 q, k, i = op.pipe, op.stage, op.microbatch
                 waits = needs(op.kind, k, len(stages))
-                if op.kind in ("B", "BW") and ("R", q, k, i) in self.where:
-                    waits.append((("R",), k))  # its activation is back only once R has run
+                for back in ("R", "L"):
+                    if op.kind in ("B", "BW") and (back, q, k, i) in self.where:
+                        waits.append(((back,), k))  # its activation is back only once its R or L has run
                 for kinds, stage in waits:
                     pred, pred_device = next(
                         self.where[(kind, q, stage, i)] for kind in kinds if (kind, q, stage, i) in self.where
@@ -206,10 +238,10 @@ class _Checker:
         for t in ops:
             c = self.cost(t)
             allocated, released = memory_change(t.op.kind, c.activation, c.residual, c.checkpoint)
-            if t.op.kind in ("F", "FC", "R"):  # a forward starts holding (R adds to it); W and BW end the hold
-                events.append((t.start, 1, allocated, 0 if t.op.kind == "R" else 1, t))
+            if t.op.kind in (*FORWARDS, "R", "L"):  # a forward starts holding (R and L add to it); W and BW end it
+                events.append((t.start, 1, allocated, 1 if t.op.kind in FORWARDS else 0, t))
             else:
-                events.append((t.end, 0, -released, 0 if t.op.kind == "B" else -1, t))
+                events.append((t.end, 0, -released, -1 if t.op.kind in ("W", "BW") else 0, t))
         events.sort(key=lambda e: (e[0], e[1]))
         level = peak = 0.0
         holding = most_holding = 0
@@ -240,8 +272,9 @@ class _Checker:
     def metrics(self, memory: bool = True) -> None:
         """The reported metrics are the ops' own; `memory` False for a run's, whose peaks were
         measured in bytes, not derived from the ops."""
-        devices = self.schedule.devices
-        makespan = max(t.end for ops in devices for t in ops)
+        makespan = max(t.end for ops in self.schedule.devices for t in ops)
+        # busy and span: the compute stream's (copies run beside it)
+        devices = [[t for t in ops if t.op.kind not in COPIES] for ops in self.schedule.devices]
         busy = []
         for ops in devices:
             total, counted = 0.0, set()

@@ -131,7 +131,8 @@ def solve(
     warm = best_fitting_baseline(problem, graph, baselines) if warm_start else None
     if problem.levers and warm_start:
         assert baselines is not None
-        warm = _best_recomputed_to_fit(graph, baselines, warm)
+        if "recompute" in problem.levers:
+            warm = _best_recomputed_to_fit(graph, baselines, warm)
         warm = _without_levers(problem, graph, backend.name, settings, stop, warm)
     bound = data.value(state.lower_bound())
     # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler

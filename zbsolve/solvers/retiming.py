@@ -17,7 +17,11 @@ def retimed(graph: OpGraph, data: ProblemView, result: BackendResult, name: str)
     could only lengthen that device's span)."""
     orders = device_orders(result, data)
     release = None
-    if data.objective == "span":
+    if data.lever_graph is not None and "offload" in data.lever_graph.problem.levers:
+        # copies run beside compute: started earlier, a reload could hold memory the backend's
+        # times keep free, so every op starts where the backend put it (its times are exact)
+        release = {op: start * data.unit for op, start in _starts(result).items()}
+    elif data.objective == "span":
         starts = _starts(result)
         release = {slots[0][0]: starts[slots[0][0]] * data.unit for slots in orders if slots}
     return simulate(graph, orders, name, release=release)

@@ -225,11 +225,16 @@ def all_pairs_saving(most: dict[Op, int]) -> int:
 def lever_relaxation(problem: Problem) -> Problem:
     """The problem without levers, each stage holding from its F to its backward only what a
     recomputed forward keeps (its checkpoint) and after the backward the lesser of its
-    residual and checkpoint. Every schedule with levers, its R's left out, is one of this
-    problem's: the R's only add work, and no level is higher here (docs/solving.md, "Memory
-    levers"). So its optimum, and every bound of it, is at most the levers' optimum."""
-    costs = tuple(replace(c, activation=c.checkpoint, residual=min(c.residual, c.checkpoint))
-                  for c in problem.stage_costs)
+    residual and checkpoint; with the offload lever, nothing (an offloaded microbatch may
+    hold nothing between its copies). Every schedule with levers, its R's and copies left
+    out, is one of this problem's: they only add work and waits, and no level is higher
+    here (docs/solving.md, "Memory levers"). So its optimum, and every bound of it, is at
+    most the levers' optimum."""
+    if "offload" in problem.levers:
+        costs = tuple(replace(c, activation=0.0, residual=0.0, checkpoint=0.0) for c in problem.stage_costs)
+    else:
+        costs = tuple(replace(c, activation=c.checkpoint, residual=min(c.residual, c.checkpoint))
+                      for c in problem.stage_costs)
     return replace(problem, stage_costs=costs, levers=())
 
 
@@ -248,10 +253,10 @@ def build_view(graph: OpGraph, split: bool, objective: str, every_memory_edge: b
 def _build_view(graph: OpGraph, split: bool, objective: str, every_memory_edge: bool,
                 lever_graph: OpGraph | None = None) -> ProblemView:
     ops = graph.ops(split)
-    # with levers the R's are in the grid too (and the horizon): solver units must hold them exactly
-    recomputes = [] if lever_graph is None else [lever_graph.duration(op.with_kind("R")) for op in ops
-                                                  if op.kind == "F"]
-    ticks = [graph.duration(op) for op in ops] + [graph.comm] + recomputes
+    # with levers the R's and copies are in the grid too (and the horizon): solver units must hold them exactly
+    added = [] if lever_graph is None else [lever_graph.duration(op.with_kind(kind)) for op in ops if op.kind == "F"
+                                             for kind in ("R", "O", "L")]  # O and L: 0 without the offload lever
+    ticks = [graph.duration(op) for op in ops] + [graph.comm] + added
     if graph.fb_overlap is not None:
         ticks.append(graph.fb_overlap)
     unit = reduce(math.gcd, ticks) or 1  # exact: every duration is a multiple of it
@@ -266,7 +271,7 @@ def _build_view(graph: OpGraph, split: bool, objective: str, every_memory_edge: 
     for op in ops:  # ops() lists microbatches in order within a pipe
         chains.setdefault((op.kind, op.pipe, op.stage), []).append(op)
     edges = sum(1 for op in ops for _, d in predecessors[op] if d)
-    horizon = sum(duration.values()) + edges * (graph.comm // unit) + sum(recomputes) // unit
+    horizon = sum(duration.values()) + edges * (graph.comm // unit) + sum(added) // unit
     # The view without what is derived from it (implied edges, heads, tails), which the
     # derivations read; the view returned holds them all from its construction on.
     base = ProblemView(

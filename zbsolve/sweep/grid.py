@@ -70,7 +70,7 @@ class Point:
     memory: str
     objective: str
     partition: str | None = None  # a profile that lists layers: a named split, auto or N/N/...
-    levers: str | None = None  # the memory levers its schedules may use (recompute), None: none
+    levers: str | None = None  # the memory lever its schedules may use (recompute or offload), None: none
 
     @property
     def key(self) -> str:
@@ -152,13 +152,15 @@ def parse_partition_grid(text: str) -> list[str]:
 
 
 def parse_levers_grid(text: str) -> list[str | None]:
-    """`--levers` of a sweep: each entry none or a lever (none: the point without levers)."""
+    """`--levers` of a sweep: each entry none, a lever, or levers joined by + (none: the point
+    without levers)."""
     found: list[str | None] = []
     for item in parse_list(text, "--levers"):
-        name = item.strip().lower()
-        if name != "none" and name not in LEVERS:
-            raise UsageError(f"--levers: each entry must be none or one of {', '.join(LEVERS)}, got {item!r}")
-        found.append(None if name == "none" else name)
+        names = [part.strip() for part in item.strip().lower().split("+")]
+        if names != ["none"] and not all(name in LEVERS for name in names):
+            raise UsageError(f"--levers: each entry must be none, one of {', '.join(LEVERS)}, or levers joined by + "
+                             f"(recompute+offload), got {item!r}")
+        found.append(None if names == ["none"] else "+".join(sorted(set(names), key=LEVERS.index)))
     return list(dict.fromkeys(found))
 
 
@@ -235,13 +237,13 @@ def problem_of(point: Point, costs: CostModel) -> Problem:
                          split_backward=costs.split_backward, fb_overlap=overlap,
                          objective=point.objective, time_unit=costs.time_unit, memory_unit_name=costs.memory_unit,
                          first_stage=first, op_overhead=costs.op_overhead,
-                         levers=() if point.levers is None else (point.levers,))
+                         levers=() if point.levers is None else tuple(point.levers.split("+")))
 
 
 def _cost_record(cost: StageCost) -> dict:
     """The fields a record sets: the optional ones (a fused time, the recompute lever's) only
     where given, so that stores made before they existed keep their settings."""
-    unset = {"fused": None, "recompute": None, "checkpoint": 0.0}
+    unset = {"fused": None, "recompute": None, "checkpoint": 0.0, "offload": None}
     return {k: v for k, v in asdict(cost).items() if k not in unset or v != unset[k]}
 
 

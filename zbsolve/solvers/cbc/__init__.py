@@ -19,6 +19,8 @@ def _refuses(problem: Problem) -> str | None:
         return "the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat"
     if problem.levers and problem.objective != "makespan":
         return "memory levers (--levers) are modelled for the makespan objective only"
+    if "offload" in problem.levers:
+        return "the cbc backend does not model the offload lever (copy channels); use --solver cpsat"
     return None
 
 
