@@ -74,3 +74,25 @@ def test_the_backends_that_do_not_model_offload_say_so():
         solve(problem, "cbc", time_limit=1)
     with pytest.raises(UsageError, match="list scheduler does not choose memory levers"):
         solve(problem, "list", time_limit=1)
+
+
+def test_a_solve_keeps_only_the_lever_uses_its_limit_needs():
+    from zbsolve.baselines import run_baseline
+    from zbsolve.problem.op_graph import OpGraph
+    from zbsolve.solvers.fewest_levers import _kept, with_fewest_levers
+
+    # without a limit the PipeOffload rule still offloads all it can; none of it is needed
+    free = build_problem(2, 3, StageCost(1, 1, 1, activation=1, residual=0.5, offload=1), levers=("offload",))
+    rule = run_baseline("1f1b-o", free)
+    cleaned = with_fewest_levers(OpGraph(free), rule)
+    validate(cleaned)
+    assert rule.offloaded() == 3 and cleaned.offloaded() == 0 and cleaned.value == rule.value
+    # under a limit, taking back any one use the solve kept breaks it
+    costs = StageCost(1, 1, 1, activation=1, residual=0.5, checkpoint=0.1, offload=0.5)
+    problem = build_problem(4, 8, costs, memory="0.5x", levers=("recompute", "offload"))
+    found = solve(problem, time_limit=5, workers=1)
+    graph = OpGraph(problem)
+    used = [t.op for ops in found.devices for t in ops if t.op.kind in ("FC", "FO")]
+    assert used and found.value == 28
+    for op in used:
+        assert _kept(graph, found, (op.pipe, op.stage, op.microbatch)).over_memory_limit()

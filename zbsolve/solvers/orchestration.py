@@ -23,6 +23,7 @@ from . import (
     registry,
 )
 from .bounds import lower_bound as static_bound
+from .fewest_levers import with_fewest_levers
 from .recompute_fit import fitted_with_recomputation
 from .result import BackendResult, Status, joined_notes
 from .retiming import retimed
@@ -246,6 +247,8 @@ def _finish(problem, graph, data, settings: RunSettings, state: SearchState, sol
         schedule = warm  # the backend stopped early with something worse than the warm start
         info = replace(info, message=joined_notes(info.message, f"the starting schedule ({warm.name}) is shorter"
                                                                 " and is returned"))
+    if problem.levers:
+        schedule = with_fewest_levers(graph, schedule)
     validate(schedule)
     value = schedule.value
     bound = data.value(state.lower_bound())
