@@ -72,7 +72,7 @@ def test_the_backends_that_do_not_model_offload_say_so():
     problem = tiny(2, "0.625x")
     with pytest.raises(UsageError, match="cbc backend does not model the offload lever"):
         solve(problem, "cbc", time_limit=1)
-    with pytest.raises(UsageError, match="list scheduler does not choose memory levers"):
+    with pytest.raises(UsageError, match="list scheduler does not choose the offload lever"):
         solve(problem, "list", time_limit=1)
 
 

@@ -20,6 +20,7 @@ from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import ProblemView
 
+from .levers import solve_list_levers
 from .rules import RULES, Rule
 from .run import Layout, ListRun, layout
 
@@ -47,6 +48,8 @@ OPS_PER_SECOND = 40_000
 
 
 def solve_list(data: ProblemView, settings: RunSettings, state: SearchState) -> BackendResult:
+    if data.lever_graph is not None:
+        return solve_list_levers(data, settings, state, solve_list)
     t0 = time.monotonic()
     best: ListRun | None = None
     shared = layout(data)
@@ -136,8 +139,8 @@ register(Backend(
     name="list", run=solve_list,
     summary="the memory-aware list scheduler alone (fast; status feasible unless a bound meets it)",
     work_limited=True, makes_starts=True,
-    refuses=lambda problem: ("the list scheduler does not choose memory levers (--levers); use --solver cpsat"
-                             if problem.levers else None),
+    refuses=lambda problem: ("the list scheduler does not choose the offload lever; use --solver cpsat"
+                             if "offload" in problem.levers else None),
 ))
 
 __all__ = ["solve_list", "tighter_limits", "crowded", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES",
