@@ -23,6 +23,16 @@ def rows(path: Path) -> dict[str, list[str]]:
     return found
 
 
+def solved_cells(table: dict[str, list[str]], baselines: tuple[str, ...]) -> tuple[str, str, str]:
+    """A lever solve's table as cells: its value, bound and gap; its note; the fastest of
+    `baselines` that keeps the limit."""
+    solved = table.get("solved")
+    fitting = [float(table[n][1]) for n in baselines if n in table and "over" not in " ".join(table[n])]
+    note = " ".join(solved[13:]) if solved and len(solved) > 13 else ""
+    value = f"{solved[1]} | {solved[2]} | {solved[3]}" if solved else "no schedule | - | -"
+    return value, note, str(min(fitting)) if fitting else "none fits"
+
+
 def main(folder: Path) -> str:
     out = ["| case | without levers (ms) | gap | with recompute (ms) | bound | gap | recomputed | best recomputed "
            "baseline (ms) |", "|---|---|---|---|---|---|---|---|"]
@@ -30,14 +40,10 @@ def main(folder: Path) -> str:
         case = plain_path.name[:-len("-plain.txt")]
         plain, levers = rows(plain_path), rows(folder / f"{case}-levers.txt")
         without = plain.get("solved")
-        solved = levers.get("solved")
-        fitting = [float(levers[n][1]) for n in RECOMPUTED if n in levers and "over" not in " ".join(levers[n])]
-        note = " ".join(solved[13:]) if solved and len(solved) > 13 else ""
+        lever_text, note, best = solved_cells(levers, RECOMPUTED)
         used = note.split(";")[0].replace("recomputes ", "") if note.startswith("recomputes") else "0"
         plain_text = f"{without[1]} | {without[3]}" if without else "no schedule | -"
-        lever_text = f"{solved[1]} | {solved[2]} | {solved[3]}" if solved else "no schedule | - | -"
-        out.append(f"| {case} | {plain_text} | {lever_text} | {used} | "
-                   f"{min(fitting) if fitting else 'none fits'} |")
+        out.append(f"| {case} | {plain_text} | {lever_text} | {used} | {best} |")
     return "\n".join(out) + "\n"
 
 

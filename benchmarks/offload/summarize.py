@@ -8,7 +8,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchmarks.levers.summarize import rows  # run from the repository root: python -m benchmarks.offload.summarize
+from benchmarks.levers.summarize import (  # run from the repository root: python -m benchmarks.offload.summarize
+    rows,
+    solved_cells,
+)
 
 OFFLOADED = ("1f1b-o", "zb-h1-o", "interleaved-o", "interleaved-zb-o", "zb-v-o")
 
@@ -21,15 +24,11 @@ def main(folder: Path) -> str:
         if bandwidth == "both":
             case, _, bandwidth = case.rpartition("-")
             bandwidth += ", with recompute"
-        table = rows(path)
-        solved = table.get("solved")
+        lever_text, note, best = solved_cells(rows(path), OFFLOADED)
         plain = rows(folder.parent / "levers" / f"{case}-plain.txt").get("solved")
-        fitting = [float(table[n][1]) for n in OFFLOADED if n in table and "over" not in " ".join(table[n])]
-        note = " ".join(solved[13:]) if solved and len(solved) > 13 else ""
         used = next((part.split()[1] for part in note.split(";") if part.strip().startswith("offloads")), "0")
-        lever_text = f"{solved[1]} | {solved[2]} | {solved[3]}" if solved else "no schedule | - | -"
         out.append(f"| {case} | {bandwidth.replace('GBps', ' GB/s')} | {plain[1] if plain else 'no schedule'} | "
-                   f"{lever_text} | {used} | {min(fitting) if fitting else 'none fits'} |")
+                   f"{lever_text} | {used} | {best} |")
     return "\n".join(out) + "\n"
 
 

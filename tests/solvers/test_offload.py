@@ -79,7 +79,7 @@ def test_the_backends_that_do_not_model_offload_say_so():
 def test_a_solve_keeps_only_the_lever_uses_its_limit_needs():
     from zbsolve.baselines import run_baseline
     from zbsolve.problem.op_graph import OpGraph
-    from zbsolve.solvers.fewest_levers import _kept, with_fewest_levers
+    from zbsolve.solvers.fewest_levers import fits, with_fewest_levers, without_use
 
     # without a limit the PipeOffload rule still offloads all it can; none of it is needed
     free = build_problem(2, 3, StageCost(1, 1, 1, activation=1, residual=0.5, offload=1), levers=("offload",))
@@ -95,4 +95,6 @@ def test_a_solve_keeps_only_the_lever_uses_its_limit_needs():
     used = [t.op for ops in found.devices for t in ops if t.op.kind in ("FC", "FO")]
     assert used and found.value == 28
     for op in used:
-        assert _kept(graph, found, (op.pipe, op.stage, op.microbatch)).over_memory_limit()
+        d = graph.device(op)
+        device = [(t.op, graph.ticks(t.start), graph.ticks(t.end)) for t in found.devices[d]]
+        assert not fits(graph, without_use(device, (op.pipe, op.stage, op.microbatch)), graph.memory_limit[d])

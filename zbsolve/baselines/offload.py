@@ -12,22 +12,12 @@ from collections.abc import Callable
 
 from zbsolve.problem.op_graph import OpGraph
 from zbsolve.problem.op_kinds import Kind, Op
+from zbsolve.problem.placements import chunks_on_devices
 from zbsolve.problem.problem import Problem
 from zbsolve.schedule.schedule import Schedule, TimedOp
 from zbsolve.schedule.simulator import simulate
 
 Key = tuple[int, int, int]  # (pipe, stage, microbatch)
-
-
-def chunk_of(problem: Problem) -> dict[tuple[int, int], int]:
-    """Each stage's chunk on its device: 0 for the first of that device's stages in the pipes' order."""
-    seen: dict[int, int] = {}
-    found = {}
-    for q, pipe in enumerate(problem.pipes):
-        for k, stage in enumerate(pipe.stages):
-            found[q, k] = seen.get(stage.device, 0)
-            seen[stage.device] = found[q, k] + 1
-    return found
 
 
 def _copies(graph: OpGraph, ops: tuple[TimedOp, ...], chosen: set[Key]) -> dict[Op, float]:
@@ -73,7 +63,7 @@ def pipeoffload(orders: list, problem: Problem, name: str, graph: OpGraph | None
     """The hand-made `orders` with the PipeOffload rule's copies."""
     graph = graph or OpGraph(problem)
     plain = simulate(graph, orders, name)
-    chunks = chunk_of(problem)
+    chunks = chunks_on_devices(problem)
     schedule = plain
     for first in range(1, max(chunks.values()) + 2):
         chosen = {(q, k, i) for (q, k), c in chunks.items() if c < first for i in problem.pipes[q].microbatches}

@@ -15,6 +15,7 @@ from zbsolve.errors import UsageError
 from zbsolve.formats.atomic_files import check_writable, write_atomic
 from zbsolve.problem.op_graph import OpGraph
 from zbsolve.problem.op_kinds import KINDS
+from zbsolve.problem.placements import chunks_on_devices
 from zbsolve.schedule.schedule import Schedule
 
 # FC a lighter F (a forward that keeps only its checkpoint), R a purple of its own (recomputation);
@@ -62,10 +63,7 @@ def chunk_of(schedule: Schedule) -> dict[tuple[int, int], int]:
     problem = schedule.problem
     if len(problem.pipes) > 1:
         return {(p, k): p for p, pipe in enumerate(problem.pipes) for k in range(len(pipe.stages))}
-    held: dict[int, list[int]] = {}
-    for k, stage in enumerate(problem.pipes[0].stages):
-        held.setdefault(stage.device, []).append(k)
-    return {(0, k): sorted(stages).index(k) for stages in held.values() for k in stages}
+    return chunks_on_devices(problem)
 
 
 def shade(kind: str, chunk: int) -> str:

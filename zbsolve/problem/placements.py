@@ -240,3 +240,15 @@ def overlap_from_fraction(fraction: float, stage_costs: Sequence[StageCost]) -> 
                            "give the pair's length as a time instead")
     c = stage_costs[0]
     return fraction * (c.F + c.B) + c.W
+
+
+def chunks_on_devices(problem: Problem) -> dict[tuple[int, int], int]:
+    """Each (pipe, stage)'s chunk on its device: its place among the stages that device
+    holds, pipes in order (a V's way down is chunk 0 and its way back chunk 1)."""
+    seen: dict[int, int] = {}
+    found = {}
+    for q, pipe in enumerate(problem.pipes):
+        for k, stage in enumerate(pipe.stages):
+            found[q, k] = seen.get(stage.device, 0)
+            seen[stage.device] = found[q, k] + 1
+    return found

@@ -234,8 +234,8 @@ class Problem:
         object.__setattr__(self, "levers", tuple(sorted(set(levers), key=LEVERS.index)))
         missing = [i for i, c in enumerate(costs) if c.offload is None]
         if "offload" in self.levers and missing:
-            raise ProblemError(f"the offload lever needs each stage's copy time (stage_costs[{missing[0]}].offload): "
-                               "give --offload or --host-bandwidth")
+            raise ProblemError(f"the offload lever needs each stage's copy time (stage_costs[{missing[0]}].offload; "
+                               "on the command line --offload or --host-bandwidth)")
         if not isinstance(self.split_backward, bool):
             raise ProblemError(f"split_backward must be true or false, got {self.split_backward!r}")
         self._check_partition()

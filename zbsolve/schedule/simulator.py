@@ -180,21 +180,21 @@ def compute_metrics(graph: OpGraph, timed: Sequence[Sequence[TickSlot]]) -> Metr
     busy = [sum(end - start for _, start, end in slots) for slots in computing]
     spans = [slots[-1][2] - slots[0][1] if slots else 0 for slots in computing]
     span = max(spans)
-    peaks = [_peak_memory(graph, slots) for slots in timed]
+    peaks = [peak_memory(graph, slots) for slots in timed]
     unit = problem.one_f_one_b_peak()
-    peak_memory = tuple(graph.memory(p) for p in peaks)
+    levels = tuple(graph.memory(p) for p in peaks)
     return Metrics(
         makespan=graph.time(makespan),
         bubble_rate=1 - sum(busy) / (devices * makespan) if makespan else 0.0,
         span=graph.time(span),
         span_bubble_rate=1 - max(busy) / span if span else 0.0,
         busy=tuple(graph.time(b) for b in busy),
-        peak_memory=peak_memory,
-        peak_memory_x=max(peak_memory) / unit if unit else 0.0,
+        peak_memory=levels,
+        peak_memory_x=max(levels) / unit if unit else 0.0,
     )
 
 
-def _peak_memory(graph: OpGraph, slots: Sequence[TickSlot]) -> int:
+def peak_memory(graph: OpGraph, slots: Sequence[TickSlot]) -> int:
     """A device's highest level: each op allocates at its start and releases at its end. At
     one instant, what ops of positive length release comes first; then the ops starting
     there in their order, an op of no length releasing right after it allocates (so that

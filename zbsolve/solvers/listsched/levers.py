@@ -16,7 +16,7 @@ from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.simulator import simulate
 from zbsolve.solvers.recompute_fit import fitted_with_recomputation
 from zbsolve.solvers.result import BackendResult, Status
-from zbsolve.solvers.retiming import retimed
+from zbsolve.solvers.retiming import device_orders
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import ProblemView, build_view
@@ -40,12 +40,11 @@ def solve_list_levers(data: ProblemView, settings: RunSettings, state: SearchSta
             break
         looser = plain if plain.memory_limit is None else replace(
             plain, memory_limit=tuple(limit + more * activation for limit in plain.memory_limit))
-        looser_graph = OpGraph(looser)
-        view = build_view(looser_graph, data.split, data.objective)
+        view = build_view(OpGraph(looser), data.split, data.objective)
         result = solve_list(view, share, SearchState(view))
         if result.starts is None:
             continue
-        timed = simulate(graph, retimed(looser_graph, view, result, "list").order(), "list")
+        timed = simulate(graph, device_orders(result, view), "list")  # timed once, on the problem's own limit
         found = fitted_with_recomputation(graph, timed) if timed.over_memory_limit() else timed
         tried.append(more)
         if found is not None and (best is None or found.value < best.value):
