@@ -22,9 +22,10 @@ from .span import span_bound
 from .stays import stays_bound
 
 if TYPE_CHECKING:
+    from zbsolve.problem.op_graph import Op
     from zbsolve.solvers.view import ProblemView
 
-__all__ = ["DEVICE_BOUND_WORK", "UNREACHED", "Paths", "area_bound", "bounded_devices", "cooldown_bound",
+__all__ = ["DEVICE_BOUND_WORK", "UNREACHED", "Paths", "area_bound", "bounded_devices", "cooldown_bound", "device_bound",
            "jackson_bound", "lower_bound", "microbatch_reach", "middle_idle", "span_bound", "stays_bound",
            "warmup_bound"]
 
@@ -80,8 +81,14 @@ def own_bound(data: ProblemView) -> int:
                         area_bound(data, data.device_ops[d])) for d in devices), default=0)
     best = max((data.head[op] + data.tail[op] for op in data.ops), default=0)  # critical path
     for d in devices:
-        ops = data.device_ops[d]
-        best = max(best, jackson_bound(data, ops), warmup_bound(data, ops), cooldown_bound(data, ops),
-                   stays_bound(data, ops))
-        best = max(best, area_bound(data, ops, floor=best))
+        best = max(best, device_bound(data, data.device_ops[d], floor=best))
     return best
+
+
+def device_bound(data: ProblemView, ops: list[Op], floor: int = 0) -> int:
+    """The makespan bounds of one device's `ops` (Jackson's, warm-up, cool-down, stays,
+    area): the best of them, or `floor` where none is higher (the area bound stops early
+    below it)."""
+    best = max(floor, jackson_bound(data, ops), warmup_bound(data, ops), cooldown_bound(data, ops),
+               stays_bound(data, ops))
+    return max(best, area_bound(data, ops, floor=best))

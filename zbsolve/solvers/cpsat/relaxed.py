@@ -22,7 +22,7 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 
 from zbsolve.problem.op_graph import Op
-from zbsolve.solvers.bounds import UNREACHED, Paths, area_bound
+from zbsolve.solvers.bounds import UNREACHED, Paths, area_bound, device_bound
 from zbsolve.solvers.settings import RunSettings
 from zbsolve.solvers.state import SearchState
 from zbsolve.solvers.view import ProblemView
@@ -37,6 +37,9 @@ ROUNDS = 3  # with no device answered by then, the phase gives up
 # Each question asks a quarter of the way from what is proven to the best schedule: near the
 # optimum proofs get slow.
 STEP = 4
+# A candidate's question gets at most 1/OPEN_SHARE of what is left: an open one then asks
+# again nearer what is proven, where "no schedule" comes far faster than a schedule.
+OPEN_SHARE = 3
 # Larger problems skip the rounds: there no device answered a question within them, so the
 # phase only took time from the search.
 UP_TO_OPS = 1_000
@@ -46,6 +49,9 @@ UP_TO_OPS = 1_000
 # models proved too little within such budgets.
 LARGE_UP_TO_OPS = 1_500
 LARGE_BUDGET = 30.0
+# Devices in a window relaxed together (`windows`): with three, questions near the optimum
+# already went unanswered for a minute on the 7B chain (docs/benchmarks.md, "Below 1x").
+WIDTHS = (2, 3)
 
 # ask(model, limit) -> (CP-SAT status code, the limit's measure spent: seconds, or work units)
 Ask = Callable[[cp_model.CpModel, float], tuple[cp_model.CpSolverStatus, float]]
@@ -133,71 +139,99 @@ def trip_ops(data: ProblemView, devices: list[int]) -> list[Op]:
 
 
 def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
-                progress: Callable[[int], None] | None = None) -> tuple[int | None, int | None, float]:
-    """Within `budget`, prove the optimum above the static bound with single devices'
-    relaxations: (the bound proven, in solver units, or None; the device that proved it;
-    the budget spent).
+                progress: Callable[[int], None] | None = None
+                ) -> tuple[int | None, tuple[int, ...] | None, float]:
+    """Within `budget`, prove the optimum above the static bound with the relaxations of
+    single devices and of `windows` of neighbouring ones: (the bound proven, in solver units,
+    or None; the devices whose relaxation proved it; the budget spent).
 
-    First each device is asked, in rounds with the limit doubled each round, for a
-    relaxation schedule as short as the static bound: a device that has one cannot help;
-    one that has none becomes a candidate. With none answered after `ROUNDS`
+    First each device, then each window, is asked, in rounds with the limit doubled each
+    round, for a relaxation schedule as short as the static bound: one that has one cannot
+    help; one that has none becomes a candidate. With none answered after `ROUNDS`
     rounds the phase gives up. Candidates are then asked for schedules a quarter of the way
     from what is proven to the shortest schedule each may still have (at first the best
-    known, `state.incumbent`), the roomiest candidate first; a question left open drops it."""
+    known, `state.incumbent`), the roomiest candidate first (the widest among equals); a
+    question left open is asked again nearer what is proven, until none lies between."""
     lower, best = state.lower_bound(), state.incumbent
     if best is None or best <= lower:
         return None, None, 0.0
-    unasked = [d for d, ops in enumerate(data.device_ops) if ops]
+    used = [d for d, ops in enumerate(data.device_ops) if ops]
+    unasked: list[tuple[int, ...]] = [(d,) for d in used] + windows(data)
     limit = FIRST_SHARE * budget / max(1, len(unasked))
     if len(data.ops) > UP_TO_OPS:  # one device, whose first question may take the whole budget
         device = memory_bound_device(data, state)
         if device is None:
             return None, None, 0.0
-        unasked, limit = [device], budget
+        unasked, limit = [(device,)], budget
     paths, terms, spent = Paths(data), counted_terms(data), 0.0
-    models: dict[int, tuple[cp_model.CpModel, cp_model.IntVar]] = {}  # built when first asked
-    ceiling: dict[int, int] = {}  # candidates: each has a relaxation schedule no longer than this
-    proven, by, rounds, answered = None, None, 0, False
+    models: dict[tuple[int, ...], tuple[cp_model.CpModel, cp_model.IntVar]] = {}  # built when first asked
+    ceiling: dict[tuple[int, ...], int] = {}  # candidates: each has a relaxation schedule no longer than this
+    proven: int | None = None
+    by: tuple[int, ...] | None = None
+    rounds, answered = 0, False
 
-    def prove(value: int, device: int) -> None:
+    def prove(value: int, kept: tuple[int, ...]) -> None:
         nonlocal proven, by
-        proven, by = value, device
+        proven, by = value, kept
         if progress:
             progress(value)
 
     while spent < budget and not state.stop.is_set():
         floor = lower if proven is None else proven
-        roomy = [d for d in ceiling if ceiling[d] > floor]
+        roomy = [k for k in ceiling if ceiling[k] > floor]
         if roomy:
-            device = max(roomy, key=lambda d: ceiling[d])
-            target = floor + (ceiling[device] - 1 - floor) // STEP
-            code, used = _within(models[device], target, budget - spent, ask)
-            spent += used
+            kept = max(roomy, key=lambda k: (ceiling[k], len(k)))
+            target = floor + (ceiling[kept] - 1 - floor) // STEP
+            code, used_now = _within(models[kept], target, (budget - spent) / OPEN_SHARE, ask)
+            spent += used_now
             if code == cp_model.INFEASIBLE:
-                prove(target + 1, device)
-            elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                ceiling[device] = target
+                prove(target + 1, kept)
+            elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE) or target > floor:
+                ceiling[kept] = target  # an open question: ask nearer what is proven
             else:
-                del ceiling[device]
+                del ceiling[kept]
             continue
         if not unasked or (rounds == ROUNDS and not answered):
             break
-        for device in list(unasked):  # one round of first questions
-            if device not in models:
-                models[device] = relaxation(data, state, paths, [device], terms=terms)
-            code, used = _within(models[device], lower, min(limit, budget - spent), ask)
-            spent += used
+        for kept in list(unasked):  # one round of first questions
+            if kept not in models:
+                models[kept] = relaxation(data, state, paths, list(kept), terms=terms)
+            floor = lower if proven is None else proven
+            code, used_now = _within(models[kept], floor, min(limit, budget - spent), ask)
+            spent += used_now
             if code != cp_model.UNKNOWN:
                 answered = True
-                unasked.remove(device)
+                unasked.remove(kept)
                 if code == cp_model.INFEASIBLE:
-                    ceiling[device] = best
-                    if proven is None:
-                        prove(lower + 1, device)
+                    ceiling[kept] = best
+                    prove(floor + 1, kept)
             if spent >= budget or state.stop.is_set():
                 break
         limit, rounds = 2 * limit, rounds + 1
     return proven, by, spent
+
+
+def windows(data: ProblemView) -> list[tuple[int, ...]]:
+    """Neighbouring devices to relax together, `WIDTHS` of them: from the device with the
+    highest own static bound, each time adding the device that exchanges results with the
+    window and has the highest own bound. Contention on a neighbour delays the round trips
+    a device's memory waits for, which a single device's relaxation counts only as path
+    lengths (docs/solving.md, section 3)."""
+    used = [d for d, ops in enumerate(data.device_ops) if ops]
+    if len(used) < 2:
+        return []
+    own = {d: device_bound(data, data.device_ops[d]) for d in used}
+    window = [max(used, key=lambda d: (own[d], -d))]
+    found: list[tuple[int, ...]] = []
+    while len(window) < max(WIDTHS):
+        near = {data.graph.device(other) for d in window for op in data.device_ops[d]
+                for other, _ in data.predecessors[op] + data.successors[op]} - set(window)
+        if not near:
+            break
+        window.append(max(near, key=lambda d: (own[d], -d)))
+        if len(window) in WIDTHS:
+            found.append(tuple(sorted(window)))
+    return found
 
 
 def _within(relaxed: tuple[cp_model.CpModel, cp_model.IntVar], target: int, limit: float,

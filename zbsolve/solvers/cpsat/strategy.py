@@ -168,11 +168,12 @@ def _raise_bound(data: ProblemView, settings: RunSettings, state: SearchState, t
         if settings.progress:
             settings.progress(None, data.value(proven), time.monotonic() - t0)
 
-    proven, device, spent = relaxed.raise_bound(data, state, relaxed.SHARE * settings.limit, ask, progress)
-    if proven is None:
+    proven, kept, spent = relaxed.raise_bound(data, state, relaxed.SHARE * settings.limit, ask, progress)
+    if proven is None or kept is None:
         return None, None, spent
     state.raise_bound(proven)
-    return proven, f"bound from device {device}'s relaxation with the memory limit", spent
+    named = ("device " if len(kept) == 1 else "devices ") + ", ".join(map(str, kept))
+    return proven, f"bound from the relaxation of {named} with the memory limit", spent
 
 
 def _search_mirrored(data: ProblemView, settings: RunSettings, state: SearchState, limit: float,
