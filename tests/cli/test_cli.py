@@ -580,7 +580,6 @@ def test_a_solve_with_the_recompute_lever_shows_the_recomputed_baselines(capsys,
                                                             "the activation in a byte unit"),
     (("--levers", "offload", "--offload", "0"), "--offload must be > 0"),
     (("--levers", "offload", "--offload", "1", "--solver", "cbc"), "cbc backend does not model the offload lever"),
-    (("--levers", "offload", "--offload", "1", "--solver", "list"), "list scheduler does not choose the offload"),
     (("--recompute", "0"), "--recompute must be > 0"),
     (("--checkpoint", "2"), "checkpoint must be <= activation"),
 ])

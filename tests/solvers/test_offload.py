@@ -68,12 +68,25 @@ def test_with_copies_short_enough_offload_comes_within_a_step_of_no_limit():
     assert found.value == 28 and found.solver.status == "optimal" and found.offloaded() > 0
 
 
-def test_the_backends_that_do_not_model_offload_say_so():
-    problem = tiny(2, "0.625x")
+def test_the_backend_that_does_not_model_offload_says_so():
     with pytest.raises(UsageError, match="cbc backend does not model the offload lever"):
-        solve(problem, "cbc", time_limit=1)
-    with pytest.raises(UsageError, match="list scheduler does not choose the offload lever"):
-        solve(problem, "list", time_limit=1)
+        solve(tiny(2, "0.625x"), "cbc", time_limit=1)
+
+
+def test_the_list_scheduler_offloads_its_orders_to_fit():
+    # 4 ranks, 8 microbatches at three quarters of 1F1B's memory, copies of half a forward:
+    # the list's passes alone find 31; an order of a problem counting offloadable activations
+    # at a share of their size, offloaded to fit, takes 27, the length without any limit (the
+    # bound with offload): proven.
+    costs = StageCost(1, 1, 1, activation=1, residual=0.5, offload=0.5)
+    problem = build_problem(4, 8, costs, memory="0.75x", levers=("offload",))
+    found = solve(problem, "list", time_limit=2, workers=1, deterministic=True, warm_start=False)
+    validate(found)
+    assert found.value == 27 and found.offloaded() > 0 and not found.over_memory_limit()
+    assert found.solver.status == "optimal"
+    plain = solve(build_problem(4, 8, costs, memory="0.75x"), "list", time_limit=2, workers=1, deterministic=True,
+                  warm_start=False)
+    assert plain.value == 31
 
 
 def test_a_solve_keeps_only_the_lever_uses_its_limit_needs():

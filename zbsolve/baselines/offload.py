@@ -43,7 +43,9 @@ def _copies(graph: OpGraph, ops: tuple[TimedOp, ...], chosen: set[Key]) -> dict[
     return starts
 
 
-def _with_copies(graph: OpGraph, plain: Schedule, chosen: set[Key], name: str) -> Schedule:
+def with_copies(graph: OpGraph, plain: Schedule, chosen: set[Key], name: str) -> Schedule:
+    """`plain` (no copies) with the `chosen` microbatch-stages' copies placed by the rule,
+    timed; a choice whose copies do not fit its window keeps its activation."""
     orders, release = [], {}
     for ops in plain.devices:
         copies = _copies(graph, ops, chosen)
@@ -67,7 +69,7 @@ def pipeoffload(orders: list, problem: Problem, name: str, graph: OpGraph | None
     schedule = plain
     for first in range(1, max(chunks.values()) + 2):
         chosen = {(q, k, i) for (q, k), c in chunks.items() if c < first for i in problem.pipes[q].microbatches}
-        schedule = _with_copies(graph, plain, chosen, name)
+        schedule = with_copies(graph, plain, chosen, name)
         if not schedule.over_memory_limit():
             break
     return schedule

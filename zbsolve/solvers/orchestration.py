@@ -139,9 +139,7 @@ def solve(
     # With F&B pairs a hand-made schedule that fits starts CP-SAT even where the list scheduler
     # finds a shorter one: the pair searches did better from it (docs/solving.md).
     paired_start = problem.fb_overlap is not None and warm is not None
-    # The list scheduler does not choose levers: with them the solve starts from the baselines.
-    if warm_start and not backend.makes_starts and not paired_start and not problem.levers \
-            and not _meets(warm, bound):
+    if warm_start and not backend.makes_starts and not paired_start and not _meets(warm, bound):
         found = starter_schedule(graph, data, settings, state)
         if found is not None and (warm is None or found.value < warm.value):
             warm = found

@@ -139,8 +139,6 @@ register(Backend(
     name="list", run=solve_list,
     summary="the memory-aware list scheduler alone (fast; status feasible unless a bound meets it)",
     work_limited=True, makes_starts=True,
-    refuses=lambda problem: ("the list scheduler does not choose the offload lever; use --solver cpsat"
-                             if "offload" in problem.levers else None),
 ))
 
 __all__ = ["solve_list", "tighter_limits", "crowded", "layout", "Rule", "RULES", "CAPS", "TIGHT_CAPS", "PACES",
