@@ -63,6 +63,7 @@ def run_rank(rank: int, world: int, schedule_paths: list[str], port: int, out_di
             result = {
                 "grads": {k: [p.grad.clone() for p in layers[k].parameters()] for k in mine},
                 "losses": [loss.detach() for loss in losses],
+                "host_copies": dict(runtime.host_copies.tensors) if runtime.host_copies else {},  # tensors, per stage
             }
             torch.save(result, os.path.join(out_dir, f"rank{rank}-{i}.pt"))
             dist.barrier()  # no message of the next schedule meets one of this one

@@ -90,9 +90,18 @@ def recomputed_in_full():
     return run_baseline("1f1b-r", uniform(2, 4, levers=("recompute",)))
 
 
+def offloaded_in_part():
+    # a solved plan that sends the activations of stage 0 to host (4 of the 8
+    # microbatch-stages: stage 1's backward follows its forward at once)
+    problem = uniform(2, 4, F=1, B=1.2, W=0.8, offload=0.2, memory="0.5x", levers=("offload",))
+    schedule = solve(problem, "cpsat", time_limit=1, workers=1)
+    assert 0 < schedule.offloaded() < 8
+    return schedule
+
+
 # Two-rank schedules beside the solved cases, run in the same launch
 OTHERS = {"f-and-b-pairs": dualpipev_pairs, "hand-built": hand_built_chain, "recomputed-in-part": recomputed_in_part,
-          "recomputed-in-full": recomputed_in_full}
+          "recomputed-in-full": recomputed_in_full, "offloaded-in-part": offloaded_in_part}
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +141,18 @@ def test_a_hand_built_chain_trains_exactly(trained):
 def test_plans_that_recompute_train_exactly_like_one_process(trained, case):
     # the recomputed forwards run under activation checkpointing: the same losses and gradients
     check_results(*trained[case])
+
+
+def test_a_plan_that_offloads_trains_exactly_like_one_process(trained):
+    # what the offloaded forwards save goes to host and back (on CPU a copy in the same
+    # memory): the same losses and gradients, and every offloaded forward copied something
+    schedule, results = trained["offloaded-in-part"]
+    check_results(schedule, results)
+    sent = {}
+    for t in (t for ops in schedule.devices for t in ops if t.op.kind == "O"):
+        sent[t.op.stage] = sent.get(t.op.stage, 0) + 1
+    copied = {k: n for r in results for k, n in r["host_copies"].items()}
+    assert set(copied) == set(sent) and all(copied[k] >= sent[k] for k in sent)
 
 
 def test_stages_that_do_not_match_the_placement_are_refused():

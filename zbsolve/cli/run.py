@@ -87,9 +87,12 @@ def run_run(args: argparse.Namespace) -> int:
         print(f"zbsolve run: warning: {plan.problem.devices} ranks share {cores} cores: each runs slower than the "
               "plan's costs say, and the verdict will show it", file=sys.stderr)
     if plan.offloaded():
-        raise UsageError(f"{args.plan} offloads {plan.offloaded()} activations to host (the offload lever): "
-                         "zbsolve run does not execute host copies yet; solve without --levers offload to run the "
-                         "plan here")
+        here = ("pinned host memory, on a copy stream" if args.device == "cuda" else
+                "host memory, on CPU the ranks' own: the copies run and free nothing")
+        print(f"zbsolve run: note: the plan offloads {plan.offloaded()} microbatch-stages; torch has no action for "
+              f"copies, so what their forwards save goes to {here}; it comes back when the backward first needs it, "
+              "not where the plan put the copy back, and the memory measured counts none of it",
+              file=sys.stderr)
     if plan.recomputed():
         print(f"zbsolve run: note: the plan recomputes {plan.recomputed()} microbatch-stages; torch has no action for "
               "it, so they run under activation checkpointing and recompute inside their backward: the measured "

@@ -22,6 +22,7 @@ from typing import Any
 
 from zbsolve.errors import UsageError
 from zbsolve.formats.schedule_json import read_schedule, write_schedule
+from zbsolve.formats.torch_csv import offloaded
 from zbsolve.schedule.schedule import Schedule
 
 from .profiling import DTYPES, LayerShape, _block, _torch, saved_storages
@@ -61,15 +62,21 @@ class _CudaClock:
         return self.host + self.base.elapsed_time(mark) / 1e3  # elapsed_time is in ms
 
 
-def _instrument(torch, stage: Any, records: list, weights: set[int], clock) -> None:
+def _instrument(torch, stage: Any, records: list, weights: set[int], clock, offloaded: set[int]) -> None:
     """Wrap the stage's compute calls; each appends (kind, stage, microbatch, start, end, bytes),
-    start and end as `clock` marks them."""
+    start and end as `clock` marks them. The forwards of `offloaded` microbatches save their
+    tensors to host (`host_offload`, whose hooks hide them from the count): they hold none."""
     forward, backward, weight = stage.forward_one_chunk, stage.backward_one_chunk, stage.backward_weight_one_chunk
     index = stage.stage_index
 
     counted: list[int] = []  # the bytes one forward of this stage saves: every microbatch has one shape
 
     def timed_forward(mb, *args, **kwargs):
+        if mb in offloaded:
+            start = clock.mark()
+            out = forward(mb, *args, **kwargs)
+            records.append(("F", index, mb, start, clock.mark(), 0))
+            return out
         if counted:
             start = clock.mark()
             out = forward(mb, *args, **kwargs)
@@ -125,8 +132,9 @@ def _rank(rank: int, world: int, plan_path: str, shape: dict, steps: int, warmup
     runtime = pipeline_runtime(plan, stages, M, loss_fn=torch.nn.functional.mse_loss)
     records: list = []
     clock = _CudaClock(torch) if cuda else _HostClock()
+    sent = offloaded(plan)
     for stage in stages:
-        _instrument(torch, stage, records, weights, clock)
+        _instrument(torch, stage, records, weights, clock, {i for k, i in sent if k == stage.stage_index})
     data = torch.Generator().manual_seed(1)
     size = (shape["microbatch_size"] * M, shape["sequence"], shape["hidden"])
     x, y = (torch.randn(size, generator=data).to(device=where, dtype=element) for _ in range(2))

@@ -242,7 +242,19 @@ def _measure(torch, shape: LayerShape, device, repeats: int, warmup: int, dtype,
         from .torch_split import split_times
 
         result |= split_times(torch, stack, x, grad_out, timed, repeats, warmup)
+    if device.type == "cuda":  # the offload lever's copy: the activation to pinned host memory or back
+        result["offload"] = _host_copy_ms(torch, max(activation, residual), device, timed, repeats, warmup)
     return result
+
+
+def _host_copy_ms(torch, nbytes: int, device, timed, repeats: int, warmup: int) -> float:
+    """One copy of `nbytes` between the device and pinned host memory, the slower way, ms
+    (median): a copy's time each way in the offload lever (docs/design.md, "Memory levers")."""
+    on_device = torch.empty(max(1, nbytes), dtype=torch.uint8, device=device)
+    host = torch.empty(max(1, nbytes), dtype=torch.uint8, pin_memory=True)
+    times = [max(timed(lambda: host.copy_(on_device, non_blocking=True)),
+                 timed(lambda: on_device.copy_(host, non_blocking=True))) for _ in range(warmup + repeats)]
+    return statistics.median(times[warmup:])
 
 
 def _one_step(torch, stack, linears, x, grad_out, timed) -> tuple[float, float, float, int]:

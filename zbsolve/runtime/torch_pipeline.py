@@ -6,7 +6,9 @@ checks that they are the stages the schedule puts on this rank, and returns a
 send/recv actions itself. torch has no action for recomputation: a microbatch the schedule
 recomputes at a stage runs its forward under activation checkpointing (only the stage's
 input kept), and torch re-runs it, with the same random state, when its backward needs it:
-the R runs at its backward's start, not where the plan put it. Its `step` refuses a batch
+the R runs at its backward's start, not where the plan put it. A microbatch it offloads
+has what its forward saves copied to host and back (`host_offload`; the runtime's
+`host_copies` counts them). Its `step` refuses a batch
 that the microbatch count does not divide: torch would split it into unequal microbatches
 and, with a mean loss per microbatch, silently weight their samples unequally.
 """
@@ -20,9 +22,11 @@ from typing import Any
 
 from zbsolve.errors import ScheduleFileError, UsageError
 from zbsolve.formats.schedule_json import read_schedule
-from zbsolve.formats.torch_csv import recomputed, torch_csv
+from zbsolve.formats.torch_csv import offloaded, recomputed, torch_csv
 from zbsolve.schedule.schedule import Schedule
 from zbsolve.schedule.validator import validate
+
+from .host_offload import HostCopies, offload_forwards
 
 
 def _import_runtime():
@@ -37,6 +41,8 @@ def _import_runtime():
 
     class CheckedRuntime(_PipelineScheduleRuntime):
         """The torch runtime, refusing batches that do not split into equal microbatches."""
+
+        host_copies: HostCopies | None = None  # what this rank's offloaded forwards sent to host
 
         def step(self, *args, target=None, **kwargs):
             named = {k: v for k, v in kwargs.items() if k not in ("losses", "return_outputs", "loss_kwargs")}
@@ -104,12 +110,16 @@ def pipeline_runtime(
         schedule = read_schedule(schedule)
     validate(schedule)
     check_stages(schedule, stages, n_microbatches)
-    chosen = set(recomputed(schedule))
+    chosen, sent = set(recomputed(schedule)), set(offloaded(schedule))
+    copies = HostCopies({}, {}) if sent else None
     for stage in stages:
         _no_warm_up_to_itself(stage)
         if any(k == stage.stage_index for k, _ in chosen):
             _recompute(stage, {i for k, i in chosen if k == stage.stage_index})
+        if copies is not None and any(k == stage.stage_index for k, _ in sent):
+            offload_forwards(stage, {i for k, i in sent if k == stage.stage_index}, copies)
     runtime = runtime_class(list(stages), n_microbatches, loss_fn=loss_fn, **kwargs)
+    runtime.host_copies = copies
     handle, path = tempfile.mkstemp(prefix="zbsolve-", suffix=".csv")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
