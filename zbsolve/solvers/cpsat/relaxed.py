@@ -37,8 +37,9 @@ ROUNDS = 3  # with no device answered by then, the phase gives up
 # Each question asks a quarter of the way from what is proven to the best schedule: near the
 # optimum proofs get slow.
 STEP = 4
-# A candidate's question gets at most 1/OPEN_SHARE of what is left: an open one then asks
-# again nearer what is proven, where "no schedule" comes far faster than a schedule.
+# A window's question gets at most 1/OPEN_SHARE of what is left: an open one then asks
+# again nearer what is proven, where "no schedule" comes far faster than a schedule. A
+# single device's gets all of it (its proofs near the optimum take most of a budget).
 OPEN_SHARE = 3
 # Larger problems skip the rounds: there no device answered a question within them, so the
 # phase only took time from the search.
@@ -150,8 +151,9 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
     help; one that has none becomes a candidate. With none answered after `ROUNDS`
     rounds the phase gives up. Candidates are then asked for schedules a quarter of the way
     from what is proven to the shortest schedule each may still have (at first the best
-    known, `state.incumbent`), the roomiest candidate first (the widest among equals); a
-    question left open is asked again nearer what is proven, until none lies between."""
+    known, `state.incumbent`), the roomiest candidate first (single devices among equals); a
+    question left open drops a single device, and is asked again nearer what is proven for
+    a window (see OPEN_SHARE)."""
     lower, best = state.lower_bound(), state.incumbent
     if best is None or best <= lower:
         return None, None, 0.0
@@ -180,14 +182,15 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
         floor = lower if proven is None else proven
         roomy = [k for k in ceiling if ceiling[k] > floor]
         if roomy:
-            kept = max(roomy, key=lambda k: (ceiling[k], len(k)))
+            kept = max(roomy, key=lambda k: (ceiling[k], -len(k)))
+            window = len(kept) > 1
             target = floor + (ceiling[kept] - 1 - floor) // STEP
-            code, used_now = _within(models[kept], target, (budget - spent) / OPEN_SHARE, ask)
+            code, used_now = _within(models[kept], target, (budget - spent) / (OPEN_SHARE if window else 1), ask)
             spent += used_now
             if code == cp_model.INFEASIBLE:
                 prove(target + 1, kept)
-            elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE) or target > floor:
-                ceiling[kept] = target  # an open question: ask nearer what is proven
+            elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE) or (window and target > floor):
+                ceiling[kept] = target  # for a window left open: ask nearer what is proven
             else:
                 del ceiling[kept]
             continue
