@@ -579,7 +579,7 @@ def test_a_solve_with_the_recompute_lever_shows_the_recomputed_baselines(capsys,
     (("--levers", "offload", "--host-bandwidth", "25GB/s"), "--host-bandwidth: a copy's time from a bandwidth needs "
                                                             "the activation in a byte unit"),
     (("--levers", "offload", "--offload", "0"), "--offload must be > 0"),
-    (("--levers", "offload", "--offload", "1", "--solver", "cbc"), "cbc backend does not model the offload lever"),
+    (("--levers", "recompute,offload", "--offload", "1", "--solver", "cbc"), "cbc backend models one memory lever"),
     (("--recompute", "0"), "--recompute must be > 0"),
     (("--checkpoint", "2"), "checkpoint must be <= activation"),
 ])

@@ -1,4 +1,4 @@
-"""The offload lever in the solve (zbsolve/solvers/cpsat/levers.py, the relaxation in
+"""The offload lever in the solve (zbsolve/solvers/cpsat/levers.py, zbsolve/solvers/cbc/offload.py, the relaxation in
 zbsolve/solvers/view.py): optima against an exhaustive search over whole-tick start times
 (`tests/brute_force.py::brute_force_timed_makespan`, which also checks the recompute lever
 and both together), the relaxation's bound, and the backends that refuse it."""
@@ -68,9 +68,28 @@ def test_with_copies_short_enough_offload_comes_within_a_step_of_no_limit():
     assert found.value == 28 and found.solver.status == "optimal" and found.offloaded() > 0
 
 
-def test_the_backend_that_does_not_model_offload_says_so():
-    with pytest.raises(UsageError, match="cbc backend does not model the offload lever"):
-        solve(tiny(2, "0.625x"), "cbc", time_limit=1)
+@pytest.mark.parametrize("problem, value", [(tiny(2, "0.625x"), 18), (tiny(3, "0.75x", F=1, B=1, W=1, residual=2), 13)],
+                         ids=["P2M2", "P2M3"])
+def test_cbc_proves_the_exhaustive_optimum_with_offload(problem, value):
+    # the MILP of zbsolve/solvers/cbc/offload.py, without a starting schedule
+    schedule = solve(problem, "cbc", time_limit=30, workers=1, warm_start=False)
+    validate(schedule)
+    assert schedule.solver.status == "optimal" and schedule.value == value
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(F=st.integers(1, 2), B=st.integers(1, 2), W=st.integers(1, 2), residual=st.sampled_from([0, 2, 4]),
+       offload=st.integers(1, 3), memory=st.sampled_from(["0.5x", "0.625x", "0.75x"]))
+def test_cbc_with_offload_meets_the_exhaustive_search_on_random_tiny_problems(F, B, W, residual, offload, memory):
+    problem = tiny(2, memory, F=F, B=B, W=W, residual=residual, offload=offload)
+    schedule = solve(problem, "cbc", time_limit=20, workers=1, warm_start=False)
+    validate(schedule)
+    assert schedule.solver.status == "optimal" and schedule.value == exhaustive(problem)
+
+
+def test_cbc_models_one_lever_at_a_time():
+    with pytest.raises(UsageError, match="cbc backend models one memory lever at a time"):
+        solve(tiny(2, "0.75x", levers=("recompute", "offload")), "cbc", time_limit=1)
 
 
 def test_the_list_scheduler_offloads_its_orders_to_fit():

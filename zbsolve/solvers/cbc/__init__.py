@@ -19,17 +19,19 @@ def _refuses(problem: Problem) -> str | None:
         return "the cbc backend does not model F&B overlap (fb_overlap); use --solver cpsat"
     if problem.levers and problem.objective != "makespan":
         return "memory levers (--levers) are modelled for the makespan objective only"
-    if "offload" in problem.levers:
-        return "the cbc backend does not model the offload lever (copy channels); use --solver cpsat"
+    if "offload" in problem.levers and "recompute" in problem.levers:
+        return "the cbc backend models one memory lever at a time (recompute or offload); use --solver cpsat"
     return None
 
 
 def _run(data, settings, state):
     from .levers import LeverModel
     from .model import solve_cbc
+    from .offload import OffloadModel
 
     if data.lever_graph is not None:
-        return solve_cbc(data, settings, state, LeverModel)
+        offload = "offload" in data.lever_graph.problem.levers
+        return solve_cbc(data, settings, state, OffloadModel if offload else LeverModel)
     return solve_cbc(data, settings, state)
 
 
