@@ -160,9 +160,9 @@ def test_the_phase_never_proves_more_than_the_optimum(problem):
 def test_the_phase_raises_a_bound_towards_its_optimum():
     # 1.5B interleaved:2 at half memory, P=4 M=8: static bound 518.8485 ms (493.7025 before
     # the middle windows of the cool-down bound), optimum 571.726 (the solve below). Device 0's
-    # relaxation rules out everything up to 564.7935 within a budget of 5 work units alone,
-    # up to 564.784 sharing them with the first questions to the windows of its neighbours
-    # (1, and 3 which feeds its second chunk), which answer none. (On the
+    # relaxation rules out everything up to 564.7935 within a budget of 5 work units (the
+    # windows of its neighbours, 1 and 3 which feeds its second chunk, answer nothing in
+    # their share of it). (On the
     # V-shape of the same size the static bound now equals the last device's relaxation
     # optimum, 517.6465, which this phase used to reach from 492.5005.)
     data = _input(zb_1_5b(4, 8, "interleaved:2", "0.5x"))
@@ -172,7 +172,7 @@ def test_the_phase_raises_a_bound_towards_its_optimum():
     assert relaxed.windows(data) == [(0, 1), (0, 1, 3)]
     raised, kept, spent = relaxed.raise_bound(data, state, 5, deterministic_ask)
     assert kept == (0,)
-    assert data.value(raised) == pytest.approx(564.784)
+    assert data.value(raised) == pytest.approx(564.7935)
     assert spent <= 5 + 0.1  # a question gets at least 0.1 units (`_within`), and CP-SAT may end a hair past it
 
 

@@ -37,6 +37,9 @@ ROUNDS = 3  # with no device answered by then, the phase gives up
 # Each question asks a quarter of the way from what is proven to the best schedule: near the
 # optimum proofs get slow.
 STEP = 4
+# Windows' questions spend at most this share of the phase's budget: their proofs come in
+# the first few work units; what they take beyond is the search's (docs/benchmarks.md).
+WINDOWS_SHARE = 1 / 3
 # A window's question gets at most 1/OPEN_SHARE of what is left: an open one then asks
 # again nearer what is proven, where "no schedule" comes far faster than a schedule. A
 # single device's gets all of it (its proofs near the optimum take most of a budget).
@@ -153,7 +156,7 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
     from what is proven to the shortest schedule each may still have (at first the best
     known, `state.incumbent`), the roomiest candidate first (single devices among equals); a
     question left open drops a single device, and is asked again nearer what is proven for
-    a window (see OPEN_SHARE)."""
+    a window (see OPEN_SHARE). Windows spend at most WINDOWS_SHARE of the budget."""
     lower, best = state.lower_bound(), state.incumbent
     if best is None or best <= lower:
         return None, None, 0.0
@@ -170,7 +173,12 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
     ceiling: dict[tuple[int, ...], int] = {}  # candidates: each has a relaxation schedule no longer than this
     proven: int | None = None
     by: tuple[int, ...] | None = None
-    rounds, answered = 0, False
+    rounds, answered, on_windows = 0, False, 0.0
+
+    def room(kept: tuple[int, ...]) -> float:
+        """What a question may spend: windows share WINDOWS_SHARE of the budget."""
+        left = budget - spent
+        return left if len(kept) == 1 else min(left, WINDOWS_SHARE * budget - on_windows)
 
     def prove(value: int, kept: tuple[int, ...]) -> None:
         nonlocal proven, by
@@ -180,13 +188,14 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
 
     while spent < budget and not state.stop.is_set():
         floor = lower if proven is None else proven
-        roomy = [k for k in ceiling if ceiling[k] > floor]
+        roomy = [k for k in ceiling if ceiling[k] > floor and room(k) > 0]
         if roomy:
             kept = max(roomy, key=lambda k: (ceiling[k], -len(k)))
             window = len(kept) > 1
             target = floor + (ceiling[kept] - 1 - floor) // STEP
-            code, used_now = _within(models[kept], target, (budget - spent) / (OPEN_SHARE if window else 1), ask)
+            code, used_now = _within(models[kept], target, room(kept) / (OPEN_SHARE if window else 1), ask)
             spent += used_now
+            on_windows += used_now if window else 0.0
             if code == cp_model.INFEASIBLE:
                 prove(target + 1, kept)
             elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE) or (window and target > floor):
@@ -197,11 +206,15 @@ def raise_bound(data: ProblemView, state: SearchState, budget: float, ask: Ask,
         if not unasked or (rounds == ROUNDS and not answered):
             break
         for kept in list(unasked):  # one round of first questions
+            if room(kept) <= 0:
+                unasked.remove(kept)
+                continue
             if kept not in models:
                 models[kept] = relaxation(data, state, paths, list(kept), terms=terms)
             floor = lower if proven is None else proven
-            code, used_now = _within(models[kept], floor, min(limit, budget - spent), ask)
+            code, used_now = _within(models[kept], floor, min(limit, room(kept)), ask)
             spent += used_now
+            on_windows += used_now if len(kept) > 1 else 0.0
             if code != cp_model.UNKNOWN:
                 answered = True
                 unasked.remove(kept)
