@@ -1,6 +1,7 @@
-"""A lower bound from one device at a time, for the makespan under a memory limit.
+"""A lower bound from one device, or a window of neighbouring devices, at a time, for the
+makespan under a memory limit.
 
-The relaxation of a device keeps its ops, their no-overlap and the device's memory limit
+The relaxation of a device (of each device of a window) keeps its ops, their no-overlap and the device's memory limit
 (held as intervals and counted at each F's start, see `counted`); every other op becomes
 the least delay it imposes between two kept ops: the longest path through dependencies,
 microbatch order and memory-implied edges (the graph of the static bounds), and each kept
@@ -232,7 +233,7 @@ def windows(data: ProblemView) -> list[tuple[int, ...]]:
     highest own static bound, each time adding the device that exchanges results with the
     window and has the highest own bound. Contention on a neighbour delays the round trips
     a device's memory waits for, which a single device's relaxation counts only as path
-    lengths (docs/solving.md, section 3)."""
+    lengths (docs/solving.md, section 5)."""
     used = [d for d, ops in enumerate(data.device_ops) if ops]
     if len(used) < 2:
         return []
