@@ -598,8 +598,19 @@ def test_a_solve_with_the_offload_lever_times_copies_from_the_bandwidth_and_coun
     assert "levers offload (copy 20 ms each way per stage)" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.split()}
     assert "1f1b-o" in rows and "offloads" in rows["1f1b-o"] and "offloads" in rows["solved"]
+
+
+def test_a_plan_that_offloads_runs_and_says_how(capsys, tmp_path):
+    # two ranks (a launch of four spends most of its time importing torch): 4 of 8 offloaded
+    target = tmp_path / "o.json"
+    code, out, _ = run(capsys, "solve", "--stages", "2", "--microbatches", "4", "--F", "10", "--B", "10", "--W", "8",
+                       "--activation", "1", "--memory-unit", "MB", "--memory", "0.5x", "--levers", "offload",
+                       "--offload", "2", "--time-limit", "2", "--workers", "1", "-q", "-o", str(target))
+    assert code == 0, out
+    plan = read_schedule(target)
+    assert plan.offloaded() > 0
     code, out, err = run(capsys, "run", str(target), "--layers", "1", "--hidden", "8", "--heads", "2", "--seq", "4",
                          "--microbatch-size", "1", "--steps", "1", "--warmup", "0")
     assert code == 0, err
-    assert f"the plan offloads {read_schedule(target).offloaded()} microbatch-stages" in err
+    assert f"the plan offloads {plan.offloaded()} microbatch-stages" in err
     assert "on CPU the ranks' own: the copies run and free nothing" in err

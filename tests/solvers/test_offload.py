@@ -77,7 +77,7 @@ def test_cbc_proves_the_exhaustive_optimum_with_offload(problem, value):
     assert schedule.solver.status == "optimal" and schedule.value == value
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(F=st.integers(1, 2), B=st.integers(1, 2), W=st.integers(1, 2), residual=st.sampled_from([0, 2, 4]),
        offload=st.integers(1, 3), memory=st.sampled_from(["0.5x", "0.625x", "0.75x"]))
 def test_cbc_with_offload_meets_the_exhaustive_search_on_random_tiny_problems(F, B, W, residual, offload, memory):

@@ -17,7 +17,7 @@ from zbsolve.schedule.validator import validate
 from zbsolve.solvers import solve
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(tiny_problems())
 def test_an_optimal_status_holds_against_the_plain_model(problem):
     # Two workers stop by the clock: a tiny span problem can take either model well past 5 s

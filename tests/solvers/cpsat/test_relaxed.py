@@ -96,7 +96,7 @@ def _assert_no_longer(data, asked, best) -> None:
         assert data.value(solver.ObjectiveValue()) <= best + 1e-9
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(tiny_pair_problems())
 def test_no_relaxation_with_pairs_is_longer_than_the_optimum(problem):
     # With F&B pairs the kept devices pair as the whole model does and every delay counts from
@@ -149,12 +149,12 @@ def test_the_phase_never_proves_more_than_the_optimum(problem):
     best, proven = plain_solve(problem, time_limit=10)
     assume(proven)
     state = SearchState(data, incumbent=data.horizon)
-    raised, kept, spent = relaxed.raise_bound(data, state, 20, deterministic_ask)
+    raised, kept, spent = relaxed.raise_bound(data, state, 6, deterministic_ask)
     event("raised" if raised is not None else "not raised")
     if raised is not None:
         assert data.value(raised) <= best + 1e-9
         assert kept and all(0 <= device < problem.devices for device in kept)
-    assert spent <= 20 + 1e-6
+    assert spent <= 6 + 0.1  # a question gets at least 0.1 units (`_within`)
 
 
 def test_the_phase_raises_a_bound_towards_its_optimum():
