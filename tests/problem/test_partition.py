@@ -73,7 +73,7 @@ def test_the_least_bound_counted_equals_the_chain_dp(layer_costs, stages, M, spl
     assert partition._chain_least_bound(shape, layers) == pytest.approx(counted)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(st.lists(costs, min_size=3, max_size=5), st.sampled_from(["single", "vshape", "interleaved:2"]),
        st.integers(2, 3), st.booleans(), st.sampled_from([0.0, 0.25]), st.sampled_from([None, "1x"]))
 def test_no_split_bound_is_above_the_split_s_exact_optimum(layer_costs, placement, M, split, overhead, memory):

@@ -20,7 +20,7 @@ def bound_of(problem) -> float:
     return data.value(bounds.lower_bound(data))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(tiny_problems())
 def test_the_bound_never_exceeds_the_exact_optimum(problem):
     # Most tiny problems are proven in well under a second; a few span problems are not proven

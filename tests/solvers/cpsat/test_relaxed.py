@@ -65,7 +65,7 @@ def test_trips_are_the_stages_a_microbatch_crosses_after_a_devices_first():
     assert relaxed.trip_ops(single, [3]) == []
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(tiny_problems())
 def test_no_device_relaxation_is_longer_than_the_optimum(problem):
     # The relaxation of each device, solved to its optimum, against the plain exact model: a
@@ -139,7 +139,7 @@ def shared_device_problems(draw):
     return problem
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(shared_device_problems())
 def test_the_phase_never_proves_more_than_the_optimum(problem):
     # The phase may climb up to the best known schedule; here that is the whole horizon, so
