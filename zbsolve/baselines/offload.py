@@ -20,10 +20,16 @@ from zbsolve.schedule.simulator import simulate
 Key = tuple[int, int, int]  # (pipe, stage, microbatch)
 
 
+def stays(ops: tuple[TimedOp, ...]) -> tuple[dict[Key, TimedOp], dict[Key, TimedOp]]:
+    """One device's forwards and backwards (kept activations' ends of a stay), by key."""
+    forward = {_key(t.op): t for t in ops if t.op.kind == "F"}
+    backward = {_key(t.op): t for t in ops if t.op.kind in ("B", "BW")}
+    return forward, backward
+
+
 def _copies(graph: OpGraph, ops: tuple[TimedOp, ...], chosen: set[Key]) -> dict[Op, float]:
     """One device's copies by the rule: their starts, keyed by O and L ops."""
-    forward = {(t.op.pipe, t.op.stage, t.op.microbatch): t for t in ops if t.op.kind == "F"}
-    backward = {(t.op.pipe, t.op.stage, t.op.microbatch): t for t in ops if t.op.kind in ("B", "BW")}
+    forward, backward = stays(ops)
     chosen = chosen & forward.keys()  # this device's
     length = {key: graph.time(graph.duration(Op("O", *key))) for key in chosen}
     sent: dict[Key, float] = {}

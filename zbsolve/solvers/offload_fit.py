@@ -11,7 +11,7 @@ is dropped. Like recomputing to fit, a heuristic: no fewest, no best."""
 
 from __future__ import annotations
 
-from zbsolve.baselines.offload import Key, with_copies
+from zbsolve.baselines.offload import Key, stays, with_copies
 from zbsolve.problem.op_graph import OpGraph
 from zbsolve.problem.op_kinds import Op
 from zbsolve.schedule.schedule import Schedule, TimedOp
@@ -66,8 +66,7 @@ def _relief(graph: OpGraph, ops: tuple[TimedOp, ...], at: float | None, excluded
     side, the longest time away; without such, the longest window not yet tried."""
     if at is None:
         return None
-    forward = {(t.op.pipe, t.op.stage, t.op.microbatch): t for t in ops if t.op.kind == "F"}
-    backward = {(t.op.pipe, t.op.stage, t.op.microbatch): t for t in ops if t.op.kind in ("B", "BW")}
+    forward, backward = stays(ops)
     windows = {}
     for key, f in forward.items():
         if key in excluded or key not in backward:

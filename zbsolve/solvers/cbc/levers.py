@@ -27,9 +27,7 @@ class LeverModel(_Model):
         self.graph = graph
         self.products = 0  # linearised products made
         super().__init__(data, horizon, bound)
-        head, tail = data.dependency_heads_and_tails()
-        for op, var in self.start.items():  # the view's also follow memory edges, not proven with levers
-            var.lowBound, var.upBound = head[op], horizon - tail[op]
+        self.bound_by_dependencies()
 
     def _disjunctions(self) -> None:
         super()._disjunctions()

@@ -74,6 +74,13 @@ class _Model:
             self._memory()
         self.objective = self._objective()
 
+    def bound_by_dependencies(self) -> None:
+        """Start windows from the dependencies alone: a lever problem's view also follows
+        memory edges, which are not proven with levers."""
+        head, tail = self.data.dependency_heads_and_tails()
+        for op, var in self.start.items():
+            var.lowBound, var.upBound = head[op], self.horizon - tail[op]
+
     def precedes(self, a: Op, b: Op):
         """1 if a runs before b on their device: a constant or an ordering binary."""
         if self.precedes_fixed(a, b):

@@ -35,9 +35,7 @@ class OffloadModel(_Model):
         self.graph = graph
         self.hinted: list[tuple[pulp.LpVariable, Hinted]] = []
         super().__init__(data, horizon, bound)
-        head, tail = data.dependency_heads_and_tails()
-        for op, var in self.start.items():  # the view's also follow memory edges, not proven with levers
-            var.lowBound, var.upBound = head[op], horizon - tail[op]
+        self.bound_by_dependencies()
         self._copy_memory()
 
     def _disjunctions(self) -> None:
